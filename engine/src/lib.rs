@@ -1,0 +1,22 @@
+//! Chess-mix: the rules of RULES.md, a legal move generator over
+//! `Bitboard(u128)`, notation, perft, game outcomes and baseline players.
+//! This crate never depends on libtorch.
+
+pub mod attacks;
+pub mod bitboard;
+pub mod error;
+pub mod fen;
+pub mod movegen;
+pub mod perft;
+pub mod position;
+pub mod rules;
+pub mod types;
+mod zobrist;
+
+pub use bitboard::Bitboard;
+pub use error::{FenError, MoveError, ParseSquareError, PgnError, SanError};
+pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
+pub use perft::{divide, perft};
+pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
+pub use rules::{control_period, Period, Rules, Run};
+pub use types::{Color, Kind, Piece, Square};
