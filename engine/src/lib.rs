@@ -6,6 +6,7 @@ pub mod attacks;
 pub mod bitboard;
 pub mod error;
 pub mod fen;
+pub mod game;
 pub mod movegen;
 pub mod perft;
 pub mod position;
@@ -15,6 +16,7 @@ mod zobrist;
 
 pub use bitboard::Bitboard;
 pub use error::{FenError, MoveError, ParseSquareError, PgnError, SanError};
+pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
 pub use perft::{divide, perft};
 pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
