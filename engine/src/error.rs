@@ -72,6 +72,8 @@ pub enum PgnError {
     Fen(#[from] FenError),
     #[error("move {ply}: {source}")]
     Move { ply: usize, source: SanError },
+    #[error("line {line}: unexpected `{token}`")]
+    Token { line: usize, token: String },
     #[error("variant `{0}` is not Chess-mix")]
     Variant(String),
     #[error("no game found")]

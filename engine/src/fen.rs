@@ -413,8 +413,9 @@ mod tests {
 
     #[test]
     fn each_error_is_typed() {
-        let cases: &[(&str, fn(&FenError) -> bool)] = &[
-            ("10/10 w - - 0 1", |e| matches!(e, FenError::FieldCount(4))),
+        type Check = fn(&FenError) -> bool;
+        let cases: &[(&str, Check)] = &[
+            ("10/10 w - -", |e| matches!(e, FenError::FieldCount(4))),
             ("10/10 w - - 0 1 a b c", |e| {
                 matches!(e, FenError::FieldCount(9))
             }),

@@ -5,20 +5,27 @@
 pub mod attacks;
 pub mod bitboard;
 pub mod error;
+pub mod eval;
 pub mod fen;
 pub mod game;
+pub mod mcts;
 pub mod movegen;
 pub mod perft;
+pub mod pgn;
+pub mod players;
 pub mod position;
 pub mod rules;
+pub mod san;
 pub mod types;
 mod zobrist;
 
 pub use bitboard::Bitboard;
 pub use error::{FenError, MoveError, ParseSquareError, PgnError, SanError};
+pub use eval::{EvalError, EvalRequest, Evaluation, Evaluator, UniformEvaluator, Wdl};
 pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
 pub use perft::{divide, perft};
+pub use pgn::{read_pgn, read_pgns, write_pgn, PgnGame};
 pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
 pub use rules::{control_period, Period, Rules, Run};
 pub use types::{Color, Kind, Piece, Square};

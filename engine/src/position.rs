@@ -172,7 +172,7 @@ impl Position {
             rules,
             king_moved: [false; 2],
             runs: [Run::default(); 2],
-            hash: 0,
+            hash: zobrist::castling(0),
         }
     }
 

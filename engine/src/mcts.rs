@@ -1,0 +1,582 @@
+//! Monte Carlo tree search with PUCT, generic over an [`Evaluator`].
+//!
+//! One search keeps several leaves in flight with virtual loss, so a single
+//! thread fills a batch for the evaluator. Terminal positions get exact values
+//! from the rules (checkmate and `king-quota` lose; stalemate, threefold
+//! repetition, the fifty-move rule and bare kings draw). After a move the
+//! chosen subtree is kept.
+
+use rand::Rng;
+use rand_distr::{Distribution, Gamma};
+use serde::{Deserialize, Serialize};
+
+use crate::eval::{EvalError, EvalRequest, Evaluator, Wdl};
+use crate::game::Game;
+use crate::position::{Move, Position};
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// Exploration constant at the start...
+    pub c_puct: f32,
+    /// ...growing by `c_puct_factor * ln((N + c_puct_base + 1) / c_puct_base)` with parent visits N.
+    pub c_puct_base: f32,
+    pub c_puct_factor: f32,
+    /// First-play urgency: unvisited children get the parent's value minus
+    /// this times the square root of the visited children's prior mass.
+    pub fpu_reduction: f32,
+    /// Leaves one search keeps in flight (the evaluator's batch from one search).
+    pub leaves_in_flight: usize,
+    /// Each in-flight visit counts as this many lost visits while it waits.
+    pub virtual_loss: f32,
+    /// Dirichlet noise at the root: total concentration, divided among the legal moves...
+    pub dirichlet_alpha_total: f32,
+    /// ...and its weight against the priors (0 turns noise off).
+    pub dirichlet_epsilon: f32,
+    /// Positions of history passed to the evaluator (the current one included).
+    pub history: usize,
+}
+
+impl Default for SearchConfig {
+    fn default() -> SearchConfig {
+        SearchConfig {
+            c_puct: 1.25,
+            c_puct_base: 19652.0,
+            c_puct_factor: 2.0,
+            fpu_reduction: 0.25,
+            leaves_in_flight: 8,
+            virtual_loss: 1.0,
+            dirichlet_alpha_total: 10.0,
+            dirichlet_epsilon: 0.0,
+            history: 8,
+        }
+    }
+}
+
+type NodeId = u32;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum NodeState {
+    Unexpanded,
+    /// Waiting for its evaluation.
+    Pending,
+    Expanded,
+    /// Game over here; value for the side to move at this node.
+    Terminal(f32),
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    mv: Option<Move>,
+    prior: f32,
+    visits: u32,
+    in_flight: u32,
+    /// Sum of values from the view of the side that made `mv`.
+    value_sum: f64,
+    draw_sum: f64,
+    first_child: NodeId,
+    child_count: u32,
+    state: NodeState,
+}
+
+impl Node {
+    fn new(mv: Option<Move>, prior: f32) -> Node {
+        Node {
+            mv,
+            prior,
+            visits: 0,
+            in_flight: 0,
+            value_sum: 0.0,
+            draw_sum: 0.0,
+            first_child: 0,
+            child_count: 0,
+            state: NodeState::Unexpanded,
+        }
+    }
+
+    fn children(&self) -> std::ops::Range<usize> {
+        self.first_child as usize..(self.first_child + self.child_count) as usize
+    }
+}
+
+/// Visit statistics of one root move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChildStats {
+    pub mv: Move,
+    pub visits: u32,
+    pub prior: f32,
+    /// Mean value for the side to move at the root, in [-1, 1].
+    pub q: f32,
+}
+
+/// A leaf waiting for its evaluation.
+struct PendingLeaf {
+    path: Vec<NodeId>,
+    history: Vec<Position>,
+    repetitions: u8,
+    moves: Vec<Move>,
+}
+
+pub struct Search {
+    config: SearchConfig,
+    nodes: Vec<Node>,
+    /// Game positions up to the root (the last `history` ones).
+    history: Vec<Position>,
+    /// Repetition keys since the last irreversible move, root included.
+    keys: Vec<u64>,
+    /// Evaluations requested so far (for nodes/s).
+    evaluations: u64,
+}
+
+const ROOT: NodeId = 0;
+
+impl Search {
+    /// A search from the current position of `game`, which must not be over.
+    pub fn new(config: SearchConfig, game: &Game) -> Search {
+        let mut history = Vec::new();
+        let mut keys = Vec::new();
+        let mut pos = *game.start();
+        let mut push = |pos: Position, history: &mut Vec<Position>| {
+            if pos.halfmove_clock() == 0 {
+                keys.clear();
+            }
+            keys.push(pos.key());
+            history.push(pos);
+        };
+        push(pos, &mut history);
+        for &mv in game.moves() {
+            pos = pos.after(mv);
+            push(pos, &mut history);
+        }
+        let keep = config.history.max(1);
+        history.drain(..history.len().saturating_sub(keep));
+        Search {
+            config,
+            nodes: vec![Node::new(None, 1.0)],
+            history,
+            keys,
+            evaluations: 0,
+        }
+    }
+
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    pub fn root_position(&self) -> &Position {
+        self.history.last().expect("history holds the root")
+    }
+
+    /// Visits of the root so far (kept subtree included).
+    pub fn root_visits(&self) -> u32 {
+        self.nodes[ROOT as usize].visits
+    }
+
+    /// Evaluator calls made by this search.
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+
+    /// Nodes in the tree.
+    pub fn tree_size(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Searches until the root has `visits` visits.
+    pub fn run_until(&mut self, evaluator: &dyn Evaluator, visits: u32) -> Result<(), EvalError> {
+        while self.root_visits() < visits {
+            self.step(evaluator, (visits - self.root_visits()) as usize)?;
+        }
+        Ok(())
+    }
+
+    /// Adds `playouts` visits to the root.
+    pub fn run(&mut self, evaluator: &dyn Evaluator, playouts: u32) -> Result<(), EvalError> {
+        let target = self.root_visits().saturating_add(playouts);
+        self.run_until(evaluator, target)
+    }
+
+    /// One round: collect up to `leaves_in_flight` leaves (never more than
+    /// `budget`), evaluate them together, back the values up.
+    pub fn step(&mut self, evaluator: &dyn Evaluator, budget: usize) -> Result<(), EvalError> {
+        let mut pending = Vec::new();
+        let limit = self.config.leaves_in_flight.clamp(1, budget.max(1));
+        let mut attempts = 0;
+        while pending.len() < limit && attempts < limit * 2 {
+            attempts += 1;
+            match self.select() {
+                Selection::Terminal(path, value) => {
+                    self.backup(&path, value, if value == 0.0 { 1.0 } else { 0.0 });
+                    if pending.is_empty() {
+                        return Ok(());
+                    }
+                }
+                Selection::Leaf(leaf) => pending.push(leaf),
+                Selection::Collision(path) => {
+                    self.undo_in_flight(&path);
+                    break;
+                }
+            }
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let requests: Vec<EvalRequest<'_>> = pending
+            .iter()
+            .map(|leaf| EvalRequest {
+                history: &leaf.history,
+                repetitions: leaf.repetitions,
+                moves: &leaf.moves,
+            })
+            .collect();
+        let result = evaluator.evaluate_batch(&requests);
+        drop(requests);
+        let evaluations = match result {
+            Ok(evaluations) if evaluations.len() == pending.len() => evaluations,
+            Ok(_) => {
+                self.abandon(&pending);
+                return Err(EvalError::Backend("wrong number of evaluations".into()));
+            }
+            Err(e) => {
+                self.abandon(&pending);
+                return Err(e);
+            }
+        };
+        self.evaluations += pending.len() as u64;
+        for (leaf, evaluation) in pending.into_iter().zip(evaluations) {
+            let node = *leaf.path.last().expect("a path ends at its leaf");
+            self.expand(node, &leaf.moves, &evaluation.policy);
+            let wdl = evaluation.wdl;
+            self.backup(&leaf.path, wdl.value(), wdl.draw);
+        }
+        Ok(())
+    }
+
+    /// Puts leaves whose evaluation failed back as they were.
+    fn abandon(&mut self, pending: &[PendingLeaf]) {
+        for leaf in pending {
+            let node = *leaf.path.last().expect("a path ends at its leaf");
+            self.nodes[node as usize].state = NodeState::Unexpanded;
+            self.undo_in_flight(&leaf.path);
+        }
+    }
+
+    fn undo_in_flight(&mut self, path: &[NodeId]) {
+        for &id in path {
+            self.nodes[id as usize].in_flight -= 1;
+        }
+    }
+
+    fn c_puct(&self, parent_visits: f32) -> f32 {
+        let c = &self.config;
+        c.c_puct + c.c_puct_factor * ((parent_visits + c.c_puct_base + 1.0) / c.c_puct_base).ln()
+    }
+
+    /// The child with the highest PUCT score, virtual losses counted.
+    fn best_child(&self, id: NodeId) -> NodeId {
+        let parent = &self.nodes[id as usize];
+        let vl = self.config.virtual_loss;
+        let parent_n = parent.visits as f32 + parent.in_flight as f32 * vl;
+        let parent_q = if parent.visits > 0 {
+            -(parent.value_sum / parent.visits as f64) as f32
+        } else {
+            0.0
+        };
+        let visited_prior: f32 = self.nodes[parent.children()]
+            .iter()
+            .filter(|c| c.visits + c.in_flight > 0)
+            .map(|c| c.prior)
+            .sum();
+        let fpu = parent_q - self.config.fpu_reduction * visited_prior.sqrt();
+        let explore = self.c_puct(parent_n) * parent_n.max(1.0).sqrt();
+        let mut best = (f32::NEG_INFINITY, parent.first_child);
+        for (i, child) in self.nodes[parent.children()].iter().enumerate() {
+            let n = child.visits as f32 + child.in_flight as f32 * vl;
+            let q = if n > 0.0 {
+                (child.value_sum as f32 - child.in_flight as f32 * vl) / n
+            } else {
+                fpu
+            };
+            let score = q + explore * child.prior / (1.0 + n);
+            if score > best.0 {
+                best = (score, parent.first_child + i as NodeId);
+            }
+        }
+        best.1
+    }
+
+    fn select(&mut self) -> Selection {
+        let mut id = ROOT;
+        let mut path = vec![ROOT];
+        let mut pos = *self.root_position();
+        let mut line: Vec<Position> = Vec::new();
+        let mut keys: Vec<u64> = Vec::new();
+        self.nodes[ROOT as usize].in_flight += 1;
+        loop {
+            let node = &self.nodes[id as usize];
+            match node.state {
+                NodeState::Terminal(value) => return Selection::Terminal(path, value),
+                NodeState::Pending => return Selection::Collision(path),
+                NodeState::Unexpanded => break,
+                NodeState::Expanded => {}
+            }
+            id = self.best_child(id);
+            let mv = self.nodes[id as usize].mv.expect("children carry moves");
+            pos = pos.after(mv);
+            if pos.halfmove_clock() == 0 {
+                keys.clear();
+            }
+            keys.push(pos.key());
+            line.push(pos);
+            path.push(id);
+            self.nodes[id as usize].in_flight += 1;
+        }
+
+        let moves = pos.legal_moves();
+        let repetitions = self.repetitions(&pos, &keys, line.len());
+        let terminal = if moves.is_empty() {
+            pos.outcome_without_moves()
+        } else if repetitions >= 2 {
+            Some(crate::game::Outcome::draw(crate::game::Reason::Threefold))
+        } else {
+            pos.draw_by_clock_or_material()
+        };
+        if let Some(outcome) = terminal {
+            let value = match outcome.winner {
+                None => 0.0,
+                Some(w) if w == pos.side_to_move() => 1.0,
+                Some(_) => -1.0,
+            };
+            self.nodes[id as usize].state = NodeState::Terminal(value);
+            return Selection::Terminal(path, value);
+        }
+        self.nodes[id as usize].state = NodeState::Pending;
+        let want = self.config.history.max(1);
+        let from_line = line.len().min(want);
+        let from_root = (want - from_line).min(self.history.len());
+        let mut history = Vec::with_capacity(from_root + from_line);
+        history.extend_from_slice(&self.history[self.history.len() - from_root..]);
+        history.extend_from_slice(&line[line.len() - from_line..]);
+        Selection::Leaf(PendingLeaf {
+            path,
+            history,
+            repetitions: repetitions.min(2) as u8,
+            moves: moves.to_vec(),
+        })
+    }
+
+    /// Earlier occurrences of `pos` (whose key ends `path_keys`), in the game and on the path.
+    fn repetitions(&self, pos: &Position, path_keys: &[u64], depth: usize) -> usize {
+        let key = pos.key();
+        let on_path = path_keys[..path_keys.len().saturating_sub(1)]
+            .iter()
+            .filter(|&&k| k == key)
+            .count();
+        // The game's keys count only while no irreversible move was made on the path.
+        // At the root itself the game's last key is the position, not an earlier one.
+        let game_keys = match depth {
+            0 => &self.keys[..self.keys.len() - 1],
+            _ if path_keys.len() == depth => &self.keys[..],
+            _ => &[],
+        };
+        let in_game = game_keys.iter().filter(|&&k| k == key).count();
+        on_path + in_game
+    }
+
+    fn expand(&mut self, id: NodeId, moves: &[Move], policy: &[f32]) {
+        let first = self.nodes.len() as NodeId;
+        self.nodes.extend(
+            moves
+                .iter()
+                .zip(policy)
+                .map(|(&mv, &prior)| Node::new(Some(mv), prior)),
+        );
+        let node = &mut self.nodes[id as usize];
+        node.first_child = first;
+        node.child_count = moves.len() as u32;
+        node.state = NodeState::Expanded;
+    }
+
+    /// Backs up `value` (for the side to move at the leaf) along `path`.
+    fn backup(&mut self, path: &[NodeId], value: f32, draw: f32) {
+        let mut value = -value as f64;
+        for &id in path.iter().rev() {
+            let node = &mut self.nodes[id as usize];
+            node.in_flight -= 1;
+            node.visits += 1;
+            node.value_sum += value;
+            node.draw_sum += draw as f64;
+            value = -value;
+        }
+    }
+
+    /// Mixes Dirichlet noise into the root priors (expanding the root first).
+    pub fn add_root_noise(
+        &mut self,
+        evaluator: &dyn Evaluator,
+        rng: &mut impl Rng,
+    ) -> Result<(), EvalError> {
+        if self.config.dirichlet_epsilon <= 0.0 {
+            return Ok(());
+        }
+        if self.nodes[ROOT as usize].state == NodeState::Unexpanded {
+            self.run_until(evaluator, 1)?;
+        }
+        let range = self.nodes[ROOT as usize].children();
+        if range.len() < 2 {
+            return Ok(());
+        }
+        let alpha = (self.config.dirichlet_alpha_total / range.len() as f32).max(1e-3);
+        let gamma = Gamma::new(alpha as f64, 1.0).expect("positive concentration");
+        let noise: Vec<f64> = range.clone().map(|_| gamma.sample(rng)).collect();
+        let total: f64 = noise.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+        let eps = self.config.dirichlet_epsilon;
+        for (node, n) in self.nodes[range].iter_mut().zip(noise) {
+            node.prior = (1.0 - eps) * node.prior + eps * (n / total) as f32;
+        }
+        Ok(())
+    }
+
+    /// Root moves with their statistics, in generation order.
+    pub fn root_children(&self) -> Vec<ChildStats> {
+        let root = &self.nodes[ROOT as usize];
+        self.nodes[root.children()]
+            .iter()
+            .map(|c| ChildStats {
+                mv: c.mv.expect("children carry moves"),
+                visits: c.visits,
+                prior: c.prior,
+                q: if c.visits > 0 {
+                    (c.value_sum / c.visits as f64) as f32
+                } else {
+                    f32::NAN
+                },
+            })
+            .collect()
+    }
+
+    /// The most visited root move (ties: the better value, then the higher prior).
+    pub fn best_move(&self) -> Option<Move> {
+        self.root_children()
+            .into_iter()
+            .max_by(|a, b| {
+                a.visits
+                    .cmp(&b.visits)
+                    .then(a.q.total_cmp(&b.q))
+                    .then(a.prior.total_cmp(&b.prior))
+            })
+            .map(|c| c.mv)
+    }
+
+    /// A root move drawn with probability proportional to visits^(1/temperature);
+    /// temperature 0 is the best move.
+    pub fn choose_move(&self, temperature: f32, rng: &mut impl Rng) -> Option<Move> {
+        if temperature <= 1e-3 {
+            return self.best_move();
+        }
+        let children = self.root_children();
+        let max = children.iter().map(|c| c.visits).max()? as f64;
+        if max == 0.0 {
+            return self.best_move();
+        }
+        let weights: Vec<f64> = children
+            .iter()
+            .map(|c| (c.visits as f64 / max).powf(1.0 / temperature as f64))
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let mut pick = rng.random::<f64>() * total;
+        for (c, w) in children.iter().zip(&weights) {
+            if pick < *w {
+                return Some(c.mv);
+            }
+            pick -= w;
+        }
+        children.last().map(|c| c.mv)
+    }
+
+    /// Win/draw/loss estimate for the side to move at the root.
+    pub fn root_wdl(&self) -> Wdl {
+        let root = &self.nodes[ROOT as usize];
+        if root.visits == 0 {
+            return Wdl::DRAW;
+        }
+        let n = root.visits as f64;
+        let value = -root.value_sum / n;
+        let draw = (root.draw_sum / n).clamp(0.0, 1.0);
+        let win = ((1.0 - draw + value) / 2.0).clamp(0.0, 1.0);
+        Wdl {
+            win: win as f32,
+            draw: draw as f32,
+            loss: (1.0 - draw - win).max(0.0) as f32,
+        }
+    }
+
+    /// The principal variation: most visited children from the root.
+    pub fn pv(&self) -> Vec<Move> {
+        let mut pv = Vec::new();
+        let mut id = ROOT as usize;
+        loop {
+            let node = &self.nodes[id];
+            let best = node
+                .children()
+                .filter(|&c| self.nodes[c].visits > 0)
+                .max_by_key(|&c| self.nodes[c].visits);
+            match best {
+                Some(c) => {
+                    pv.push(self.nodes[c].mv.expect("children carry moves"));
+                    id = c;
+                }
+                None => return pv,
+            }
+        }
+    }
+
+    /// Plays `mv` at the root, keeping its subtree (or starting afresh when
+    /// the move was not searched).
+    pub fn advance(&mut self, mv: Move) {
+        let pos = self.root_position().after(mv);
+        let child = self.nodes[self.nodes[ROOT as usize].children()]
+            .iter()
+            .position(|c| c.mv == Some(mv))
+            .map(|i| self.nodes[ROOT as usize].first_child as usize + i);
+        let mut nodes = Vec::new();
+        match child {
+            Some(child) if self.nodes[child].state != NodeState::Pending => {
+                let mut root = self.nodes[child].clone();
+                root.mv = None;
+                nodes.push(root);
+                // Breadth-first copy keeps each node's children contiguous.
+                let mut next = 0;
+                while next < nodes.len() {
+                    let range = nodes[next].children();
+                    if !range.is_empty() {
+                        let first = nodes.len() as NodeId;
+                        nodes.extend(self.nodes[range].iter().cloned());
+                        nodes[next].first_child = first;
+                    }
+                    next += 1;
+                }
+            }
+            _ => nodes.push(Node::new(None, 1.0)),
+        }
+        self.nodes = nodes;
+        if pos.halfmove_clock() == 0 {
+            self.keys.clear();
+        }
+        self.keys.push(pos.key());
+        self.history.push(pos);
+        let keep = self.config.history.max(1);
+        if self.history.len() > keep {
+            self.history.remove(0);
+        }
+    }
+}
+
+enum Selection {
+    Terminal(Vec<NodeId>, f32),
+    Leaf(PendingLeaf),
+    Collision(Vec<NodeId>),
+}
+
+#[cfg(test)]
+mod tests;

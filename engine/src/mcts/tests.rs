@@ -1,0 +1,227 @@
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::*;
+use crate::eval::{Evaluation, UniformEvaluator};
+use crate::types::{Color, Kind};
+
+/// Uniform priors; value from material for the side to move.
+struct Material;
+
+fn material(pos: &Position, color: Color) -> i32 {
+    const VALUES: [i32; 5] = [1, 3, 3, 5, 9];
+    (0..5)
+        .map(|k| VALUES[k] * pos.pieces(color, Kind::from_index(k)).count() as i32)
+        .sum()
+}
+
+impl Evaluator for Material {
+    fn evaluate_batch(
+        &self,
+        requests: &[EvalRequest<'_>],
+    ) -> Result<Vec<crate::eval::Evaluation>, EvalError> {
+        let mut out = UniformEvaluator.evaluate_batch(requests)?;
+        for (eval, request) in out.iter_mut().zip(requests) {
+            let pos = request.position();
+            let us = pos.side_to_move();
+            let v = ((material(pos, us) - material(pos, !us)) as f32 / 5.0).tanh();
+            eval.wdl = Wdl {
+                win: v.max(0.0),
+                draw: 1.0 - v.abs(),
+                loss: (-v).max(0.0),
+            };
+        }
+        Ok(out)
+    }
+}
+
+/// Priors decreasing with the move's place in the list; all values drawn.
+struct Ranked;
+
+fn ranked_priors(n: usize) -> Vec<f32> {
+    let weights: Vec<f32> = (0..n).map(|i| 1.0 / (i + 1) as f32).collect();
+    let total: f32 = weights.iter().sum();
+    weights.iter().map(|w| w / total).collect()
+}
+
+impl Evaluator for Ranked {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(requests
+            .iter()
+            .map(|r| Evaluation {
+                policy: ranked_priors(r.moves.len()),
+                wdl: Wdl::DRAW,
+            })
+            .collect())
+    }
+}
+
+struct Broken;
+
+impl Evaluator for Broken {
+    fn evaluate_batch(&self, _: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        Err(EvalError::Disconnected)
+    }
+}
+
+fn game(fen: &str) -> Game {
+    Game::new(Position::from_fen(fen).unwrap())
+}
+
+fn search(fen: &str, evaluator: &dyn Evaluator, playouts: u32) -> Search {
+    let mut search = Search::new(SearchConfig::default(), &game(fen));
+    search.run(evaluator, playouts).unwrap();
+    search
+}
+
+fn mv(pos: &Position, text: &str) -> Move {
+    pos.parse_move(text).unwrap()
+}
+
+#[test]
+fn finds_mate_in_one() {
+    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+    let s = search(fen, &UniformEvaluator, 400);
+    assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
+    assert!(s.root_wdl().win > 0.5);
+}
+
+#[test]
+fn finds_mate_in_two_and_avoids_stalemate() {
+    // Rook to the first rank, then to the tenth; Ri1 would stalemate.
+    let fen = "9k/10/8K1/10/10/P9/10/10/10/R9 w - - 0 17";
+    let s = search(fen, &UniformEvaluator, 6000);
+    let best = s.best_move().unwrap();
+    let after = s.root_position().after(best);
+    let replies = after.legal_moves();
+    assert!(!replies.is_empty(), "{best} stalemates");
+    for reply in replies {
+        let pos = after.after(reply);
+        let mates = pos.legal_moves().into_iter().any(|m| {
+            pos.after(m)
+                .outcome()
+                .is_some_and(|o| o.winner == Some(Color::White))
+        });
+        assert!(mates, "{best} {reply} has no mate");
+    }
+}
+
+#[test]
+fn avoids_a_move_into_mate() {
+    // Any rook move off the first rank allows ...Rk1#.
+    let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
+    let s = search(fen, &UniformEvaluator, 3000);
+    let best = s.best_move().unwrap();
+    let after = s.root_position().after(best);
+    let mated = after.legal_moves().into_iter().any(|m| {
+        after
+            .after(m)
+            .outcome()
+            .is_some_and(|o| o.winner == Some(Color::Black))
+    });
+    assert!(!mated, "{best} allows mate");
+}
+
+#[test]
+fn prefers_a_free_capture() {
+    let fen = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
+    let s = search(fen, &Material, 300);
+    assert_eq!(s.best_move(), Some(mv(s.root_position(), "d3d7")));
+}
+
+#[test]
+fn visits_follow_priors_when_values_are_equal() {
+    let config = SearchConfig {
+        fpu_reduction: 0.0,
+        ..SearchConfig::default()
+    };
+    let mut s = Search::new(config, &Game::new(Position::start()));
+    s.run(&Ranked, 2000).unwrap();
+    let children = s.root_children();
+    let priors = ranked_priors(children.len());
+    let total: u32 = children.iter().map(|c| c.visits).sum();
+    for (child, prior) in children.iter().zip(&priors) {
+        let share = child.visits as f32 / total as f32;
+        assert!(
+            (share - prior).abs() < 0.02,
+            "{}: {share} vs {prior}",
+            child.mv
+        );
+    }
+    assert!(children.windows(2).all(|w| w[0].visits + 1 >= w[1].visits));
+}
+
+#[test]
+fn subtree_is_kept_after_a_move() {
+    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
+    s.run(&Material, 500).unwrap();
+    let best = s.best_move().unwrap();
+    let child_visits = s
+        .root_children()
+        .iter()
+        .find(|c| c.mv == best)
+        .unwrap()
+        .visits;
+    s.advance(best);
+    assert_eq!(s.root_visits(), child_visits);
+    assert_eq!(*s.root_position(), Position::start().after(best));
+    s.run(&Material, 100).unwrap();
+    assert_eq!(s.root_visits(), child_visits + 100);
+}
+
+#[test]
+fn repetition_in_the_tree_is_a_draw() {
+    // Kings shuffling: a third occurrence scores exactly 0 and ends the line.
+    let mut g = game("k9/10/10/10/10/10/10/10/10/1Q7K w - - 0 17");
+    for m in ["k1i1", "a10a9", "i1k1", "a9a10", "k1i1", "a10a9", "i1k1"] {
+        let m = g.position().parse_move(m).unwrap();
+        g.play(m).unwrap();
+    }
+    let mut s = Search::new(SearchConfig::default(), &g);
+    s.run(&Material, 200).unwrap();
+    let back = g.position().parse_move("a9a10").unwrap();
+    assert_eq!(g.repetitions(), 1);
+    let stats = s
+        .root_children()
+        .into_iter()
+        .find(|c| c.mv == back)
+        .unwrap();
+    assert!(stats.visits == 0 || stats.q.abs() < 1e-6 || stats.q.is_nan());
+}
+
+#[test]
+fn noise_changes_priors_but_keeps_a_distribution() {
+    let config = SearchConfig {
+        dirichlet_epsilon: 0.25,
+        ..SearchConfig::default()
+    };
+    let mut s = Search::new(config, &Game::new(Position::start()));
+    let mut rng = SmallRng::seed_from_u64(3);
+    s.add_root_noise(&UniformEvaluator, &mut rng).unwrap();
+    let priors: Vec<f32> = s.root_children().iter().map(|c| c.prior).collect();
+    assert!((priors.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+    assert!(priors.iter().any(|&p| (p - 1.0 / 38.0).abs() > 1e-3));
+}
+
+#[test]
+fn evaluator_errors_leave_the_tree_usable() {
+    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
+    s.run(&UniformEvaluator, 50).unwrap();
+    assert_eq!(s.run(&Broken, 50), Err(EvalError::Disconnected));
+    s.run(&UniformEvaluator, 50).unwrap();
+    assert_eq!(s.root_visits(), 100);
+}
+
+#[test]
+fn temperature_zero_is_the_best_move() {
+    let s = search(
+        "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17",
+        &UniformEvaluator,
+        300,
+    );
+    let mut rng = SmallRng::seed_from_u64(1);
+    assert_eq!(s.choose_move(0.0, &mut rng), s.best_move());
+    let picked = s.choose_move(1.0, &mut rng).unwrap();
+    assert!(s.root_position().is_legal(picked));
+    assert_eq!(s.pv().first().copied(), s.best_move());
+}

@@ -1,0 +1,629 @@
+//! Fixed-depth negamax alpha-beta: principal variation search with iterative
+//! deepening, a transposition table, killer and history move ordering, check
+//! extensions and a capture quiescence search. The evaluation is material
+//! plus mobility, plus a penalty for a king boxed in near a rule 5 deadline.
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use super::{Player, PIECE_VALUES};
+use crate::attacks::{bishop_attacks, king_attacks, knight_attacks, queen_attacks, rook_attacks};
+use crate::bitboard::Bitboard;
+use crate::game::Game;
+use crate::movegen::{MoveList, PieceMoves, MAX_MOVES};
+use crate::position::{Move, Position};
+use crate::rules::control_period;
+use crate::types::{Color, Kind, NUM_SQUARES};
+
+/// Deepest search `alphabeta:D` accepts.
+pub const MAX_DEPTH: u32 = 16;
+/// Score of mate at the root; mate in `n` plies scores `MATE_SCORE - n`.
+pub const MATE_SCORE: i32 = 30_000;
+/// Scores beyond this are mates.
+const MATE_BOUND: i32 = MATE_SCORE - 1_000;
+const INFINITY: i32 = MATE_SCORE + 1;
+/// Search stack limit: quiescence stops and evaluates here.
+const MAX_PLY: usize = 96;
+const TT_BITS: u32 = 17;
+/// Mobility weight per attacked square, by kind (pawns and kings get none).
+const MOBILITY: [i32; 6] = [0, 4, 4, 2, 1, 0];
+/// Penalty for a king with no free square 2, 1 or 0 moves before the forced king move.
+const BOXED_KING: [i32; 3] = [120, 60, 30];
+
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+enum Bound {
+    #[default]
+    Exact,
+    Lower,
+    Upper,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Entry {
+    key: u64,
+    mv: Option<Move>,
+    score: i32,
+    depth: i32,
+    bound: Bound,
+}
+
+/// What [`AlphaBeta::search`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SearchResult {
+    pub best: Move,
+    /// Centipawns for the side to move; see [`MATE_SCORE`]. 0 when the only
+    /// legal move was played without a search.
+    pub score: i32,
+    /// Nodes visited, quiescence included.
+    pub nodes: u64,
+}
+
+pub struct AlphaBeta {
+    depth: u32,
+    rng: SmallRng,
+    tt: Vec<Entry>,
+    killers: [[Option<Move>; 2]; MAX_PLY],
+    history: Box<[[i32; NUM_SQUARES]; NUM_SQUARES]>,
+    /// Repetition keys: the game since its last capture or pawn move, then
+    /// the search path.
+    keys: Vec<u64>,
+    /// Index of the root position in `keys`.
+    root: usize,
+    nodes: u64,
+}
+
+impl AlphaBeta {
+    /// A searcher of `depth` plies; `seed` breaks ties between equal root moves.
+    pub fn new(depth: u32, seed: u64) -> AlphaBeta {
+        AlphaBeta {
+            depth: depth.clamp(1, MAX_DEPTH),
+            rng: SmallRng::seed_from_u64(seed),
+            tt: vec![Entry::default(); 1 << TT_BITS],
+            killers: [[None; 2]; MAX_PLY],
+            history: Box::new([[0; NUM_SQUARES]; NUM_SQUARES]),
+            keys: Vec::new(),
+            root: 0,
+            nodes: 0,
+        }
+    }
+
+    /// Searches the current position of `game`, which must not be over.
+    pub fn search(&mut self, game: &Game) -> SearchResult {
+        self.nodes = 0;
+        self.load_history(game);
+        self.killers = [[None; 2]; MAX_PLY];
+        for row in self.history.iter_mut() {
+            for h in row.iter_mut() {
+                *h /= 4;
+            }
+        }
+        let pos = *game.position();
+        let mut moves = pos.legal_moves();
+        assert!(!moves.is_empty(), "search called on a finished game");
+        // Shuffling first makes the stable sort below break ties at random.
+        moves.shuffle(&mut self.rng);
+        moves.sort_by_key(|&mv| std::cmp::Reverse(capture_order(&pos, mv).unwrap_or(0)));
+        let mut result = SearchResult {
+            best: moves[0],
+            score: 0,
+            nodes: 0,
+        };
+        if moves.len() > 1 {
+            for depth in 1..=self.depth as i32 {
+                let (best, score) = self.root_search(&pos, &mut moves, depth);
+                result.best = best;
+                result.score = score;
+            }
+        }
+        result.nodes = self.nodes;
+        result
+    }
+
+    fn load_history(&mut self, game: &Game) {
+        let mut pos = *game.start();
+        self.keys.clear();
+        self.keys.push(pos.key());
+        for &mv in game.moves() {
+            pos = pos.after(mv);
+            if pos.halfmove_clock() == 0 {
+                self.keys.clear();
+            }
+            self.keys.push(pos.key());
+        }
+        self.root = self.keys.len() - 1;
+    }
+
+    /// One iteration at the root; leaves the best move first in `moves`.
+    fn root_search(&mut self, pos: &Position, moves: &mut MoveList, depth: i32) -> (Move, i32) {
+        let mut alpha = -INFINITY;
+        let mut best = 0;
+        for i in 0..moves.len() {
+            let score = self.child_search(pos, moves[i], i == 0, depth - 1, alpha, INFINITY, 0);
+            if score > alpha {
+                alpha = score;
+                best = i;
+            }
+        }
+        moves[..=best].rotate_right(1);
+        let key = tt_key(pos, self.keys[self.root]);
+        self.store(key, Some(moves[0]), alpha, depth, Bound::Exact, 0);
+        (moves[0], alpha)
+    }
+
+    /// Searches the position after `mv` (principal variation search: a null
+    /// window first unless `first`) and returns its score for the mover.
+    #[allow(clippy::too_many_arguments)]
+    fn child_search(
+        &mut self,
+        pos: &Position,
+        mv: Move,
+        first: bool,
+        depth: i32,
+        alpha: i32,
+        beta: i32,
+        ply: usize,
+    ) -> i32 {
+        let child = pos.after(mv);
+        self.keys.push(child.key());
+        let score = if first {
+            -self.negamax(&child, depth, -beta, -alpha, ply + 1)
+        } else {
+            let score = -self.negamax(&child, depth, -alpha - 1, -alpha, ply + 1);
+            if score > alpha && score < beta {
+                -self.negamax(&child, depth, -beta, -alpha, ply + 1)
+            } else {
+                score
+            }
+        };
+        self.keys.pop();
+        score
+    }
+
+    fn negamax(
+        &mut self,
+        pos: &Position,
+        depth: i32,
+        mut alpha: i32,
+        beta: i32,
+        ply: usize,
+    ) -> i32 {
+        self.nodes += 1;
+        if self.is_repetition(pos) || pos.draw_by_clock_or_material().is_some() {
+            // Having no legal move decides first (RULES.md §7).
+            return if pos.has_legal_moves() {
+                0
+            } else {
+                no_moves_score(pos, ply)
+            };
+        }
+        let in_check = pos.in_check();
+        // Extending checks finds forced mates; the cap keeps check chains finite.
+        let depth = if in_check && ply < 2 * self.depth as usize {
+            depth + 1
+        } else {
+            depth
+        };
+        if depth <= 0 || ply >= MAX_PLY - 1 {
+            return self.quiesce(pos, alpha, beta, ply);
+        }
+
+        let key = tt_key(pos, self.keys[self.keys.len() - 1]);
+        let entry = self.tt[tt_index(key)];
+        let tt_move = if entry.key == key {
+            let score = score_from_tt(entry.score, ply);
+            if entry.depth >= depth
+                && match entry.bound {
+                    Bound::Exact => true,
+                    Bound::Lower => score >= beta,
+                    Bound::Upper => score <= alpha,
+                }
+            {
+                return score;
+            }
+            entry.mv
+        } else {
+            None
+        };
+
+        let mut moves = pos.legal_moves();
+        if moves.is_empty() {
+            return no_moves_score(pos, ply);
+        }
+        let mut order = [0i32; MAX_MOVES];
+        for (i, &mv) in moves.iter().enumerate() {
+            order[i] = if Some(mv) == tt_move {
+                1 << 30
+            } else if let Some(capture) = capture_order(pos, mv) {
+                (1 << 20) + capture
+            } else if Some(mv) == self.killers[ply][0] {
+                (1 << 19) + 1
+            } else if Some(mv) == self.killers[ply][1] {
+                1 << 19
+            } else {
+                self.history[mv.from.index()][mv.to.index()]
+            };
+        }
+
+        let alpha_before = alpha;
+        let mut best_score = -INFINITY;
+        let mut best_move = moves[0];
+        for i in 0..moves.len() {
+            // Selection sort: most nodes cut off after one or two moves.
+            let next = (i..moves.len()).max_by_key(|&j| order[j]).unwrap_or(i);
+            moves.swap(i, next);
+            order.swap(i, next);
+            let mv = moves[i];
+            let score = self.child_search(pos, mv, i == 0, depth - 1, alpha, beta, ply);
+            if score > best_score {
+                best_score = score;
+                best_move = mv;
+                if score > alpha {
+                    alpha = score;
+                    if alpha >= beta {
+                        if capture_order(pos, mv).is_none() {
+                            self.note_quiet_cutoff(mv, depth, ply);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        let bound = if best_score >= beta {
+            Bound::Lower
+        } else if best_score > alpha_before {
+            Bound::Exact
+        } else {
+            Bound::Upper
+        };
+        self.store(key, Some(best_move), best_score, depth, bound, ply);
+        best_score
+    }
+
+    /// Captures and queen promotions until the position is quiet; every
+    /// evasion when in check.
+    fn quiesce(&mut self, pos: &Position, mut alpha: i32, beta: i32, ply: usize) -> i32 {
+        self.nodes += 1;
+        let us = pos.side_to_move();
+        let in_check = pos.in_check();
+        let targets = pos.color(!us);
+        let pawn_targets = targets
+            | pos.en_passant().map_or(Bitboard::EMPTY, |ep| ep.targets)
+            | Bitboard::rank(us.promotion_rank());
+        let mut any_move = false;
+        let mut moves = MoveList::new();
+        pos.generate(|piece| {
+            any_move = true;
+            let to = if in_check {
+                piece.to
+            } else if piece.kind == Kind::Pawn {
+                piece.to & pawn_targets
+            } else {
+                piece.to & targets
+            };
+            PieceMoves { to, ..piece }.for_each(us, |mv| {
+                if matches!(mv.promotion, None | Some(Kind::Queen)) {
+                    moves.push(mv);
+                }
+                false
+            });
+            false
+        });
+        if !any_move {
+            return no_moves_score(pos, ply);
+        }
+        if pos.draw_by_clock_or_material().is_some() {
+            return 0;
+        }
+        let mut best_score = -INFINITY;
+        if !in_check || ply >= MAX_PLY - 1 {
+            let stand_pat = evaluate(pos);
+            if stand_pat >= beta || ply >= MAX_PLY - 1 {
+                return stand_pat;
+            }
+            alpha = alpha.max(stand_pat);
+            best_score = stand_pat;
+        }
+        let mut order = [0i32; MAX_MOVES];
+        for (i, &mv) in moves.iter().enumerate() {
+            order[i] = capture_order(pos, mv).unwrap_or(0);
+        }
+        let occupied = pos.occupied();
+        for i in 0..moves.len() {
+            let next = (i..moves.len()).max_by_key(|&j| order[j]).unwrap_or(i);
+            moves.swap(i, next);
+            order.swap(i, next);
+            let mv = moves[i];
+            if !in_check && losing_capture(pos, mv, occupied) {
+                continue;
+            }
+            let score = -self.quiesce(&pos.after(mv), -beta, -alpha, ply + 1);
+            if score > best_score {
+                best_score = score;
+                if score > alpha {
+                    alpha = score;
+                    if alpha >= beta {
+                        break;
+                    }
+                }
+            }
+        }
+        best_score
+    }
+
+    /// A repeated position inside the search is a draw (the repeating side
+    /// can repeat again); one from before the root only on its third time.
+    fn is_repetition(&self, pos: &Position) -> bool {
+        let last = self.keys.len() - 1;
+        let key = self.keys[last];
+        let oldest = last - (pos.halfmove_clock() as usize).min(last);
+        let mut seen = 0;
+        for i in (oldest..last.saturating_sub(1)).rev().step_by(2) {
+            if self.keys[i] == key {
+                seen += 1;
+                if i >= self.root || seen >= 2 {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    fn note_quiet_cutoff(&mut self, mv: Move, depth: i32, ply: usize) {
+        let killers = &mut self.killers[ply];
+        if killers[0] != Some(mv) {
+            killers[1] = killers[0];
+            killers[0] = Some(mv);
+        }
+        let h = &mut self.history[mv.from.index()][mv.to.index()];
+        // Capped below the killer and capture bands of the move order.
+        *h = (*h + depth * depth).min(1 << 18);
+    }
+
+    fn store(
+        &mut self,
+        key: u64,
+        mv: Option<Move>,
+        score: i32,
+        depth: i32,
+        bound: Bound,
+        ply: usize,
+    ) {
+        self.tt[tt_index(key)] = Entry {
+            key,
+            mv,
+            score: score_to_tt(score, ply),
+            depth,
+            bound,
+        };
+    }
+}
+
+impl Player for AlphaBeta {
+    fn name(&self) -> String {
+        format!("alphabeta:{}", self.depth)
+    }
+
+    fn choose(&mut self, game: &Game) -> Move {
+        self.search(game).best
+    }
+}
+
+/// Score of a position without legal moves for the side to move: checkmate
+/// and an unmet king-move obligation lose (sooner is worse), else stalemate.
+fn no_moves_score(pos: &Position, ply: usize) -> i32 {
+    if pos.in_check() || pos.must_move_king(pos.side_to_move()) {
+        -(MATE_SCORE - ply as i32)
+    } else {
+        0
+    }
+}
+
+/// MVV-LVA order of a capture or promotion; `None` for quiet moves.
+fn capture_order(pos: &Position, mv: Move) -> Option<i32> {
+    let attacker = pos.piece_at(mv.from).map_or(Kind::Pawn, |p| p.kind);
+    let victim = match pos.piece_at(mv.to) {
+        Some(piece) => Some(piece.kind),
+        None if attacker == Kind::Pawn && mv.from.file() != mv.to.file() => Some(Kind::Pawn),
+        None => None,
+    };
+    if victim.is_none() && mv.promotion.is_none() {
+        return None;
+    }
+    let gain = victim.map_or(0, |k| PIECE_VALUES[k.index()])
+        + mv.promotion.map_or(0, |k| PIECE_VALUES[k.index()]);
+    Some(gain * 8 - attacker.index() as i32)
+}
+
+/// A capture of a cheaper piece on a defended square: quiescence skips it.
+fn losing_capture(pos: &Position, mv: Move, occupied: Bitboard) -> bool {
+    let (Some(attacker), Some(victim)) = (pos.piece_at(mv.from), pos.piece_at(mv.to)) else {
+        return false;
+    };
+    PIECE_VALUES[victim.kind.index()] < PIECE_VALUES[attacker.kind.index()]
+        && pos.is_attacked(mv.to, victim.color, occupied)
+}
+
+/// Static score for the side to move.
+fn evaluate(pos: &Position) -> i32 {
+    let us = pos.side_to_move();
+    side_score(pos, us) - side_score(pos, !us)
+}
+
+fn side_score(pos: &Position, color: Color) -> i32 {
+    let occupied = pos.occupied();
+    let free = !pos.color(color);
+    let mut score = 0;
+    for kind in Kind::ALL {
+        let pieces = pos.pieces(color, kind);
+        score += PIECE_VALUES[kind.index()] * pieces.count() as i32;
+        let reach = |sq| match kind {
+            Kind::Knight => knight_attacks(sq),
+            Kind::Bishop => bishop_attacks(sq, occupied),
+            Kind::Rook => rook_attacks(sq, occupied),
+            Kind::Queen => queen_attacks(sq, occupied),
+            Kind::Pawn | Kind::King => Bitboard::EMPTY,
+        };
+        if MOBILITY[kind.index()] != 0 {
+            for sq in pieces {
+                score += MOBILITY[kind.index()] * (reach(sq) & free).count() as i32;
+            }
+        }
+    }
+    score - boxed_king_penalty(pos, color)
+}
+
+/// Rule 5 loses for a king that cannot move at its deadline; the search sees
+/// that only a few plies ahead, so warn it earlier.
+fn boxed_king_penalty(pos: &Position, color: Color) -> i32 {
+    if pos.king_moved_in_period(color) || pos.rules() == crate::rules::Rules::Base {
+        return 0;
+    }
+    let n = pos.next_move_number(color);
+    let Some(period) = control_period(color, n) else {
+        return 0;
+    };
+    let Some(&penalty) = BOXED_KING.get((period.last - n) as usize) else {
+        return 0;
+    };
+    let king = pos.king(color);
+    let occupied = pos.occupied();
+    let mut steps = king_attacks(king) & !pos.color(color);
+    let can_step = Iterator::any(&mut steps, |sq| !pos.is_attacked(sq, !color, occupied));
+    if can_step {
+        0
+    } else {
+        penalty
+    }
+}
+
+/// The transposition key: the repetition key plus the rule 5/6 history it
+/// leaves out, which changes what can happen later in the search.
+fn tt_key(pos: &Position, repetition_key: u64) -> u64 {
+    let run = |color| {
+        let run = pos.run(color);
+        run.kind.map_or(0, |k| k.index() as u64 + 1) * 4 + run.length as u64
+    };
+    let extra = run(Color::White)
+        | run(Color::Black) << 5
+        | (pos.king_moved_in_period(Color::White) as u64) << 10
+        | (pos.king_moved_in_period(Color::Black) as u64) << 11
+        | (pos.fullmove_number() as u64) << 12;
+    repetition_key ^ splitmix64(extra)
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn tt_index(key: u64) -> usize {
+    (key >> (64 - TT_BITS)) as usize
+}
+
+/// Mate scores are stored relative to the node, so they stay right when
+/// the same position is met at another ply.
+fn score_to_tt(score: i32, ply: usize) -> i32 {
+    if score >= MATE_BOUND {
+        score + ply as i32
+    } else if score <= -MATE_BOUND {
+        score - ply as i32
+    } else {
+        score
+    }
+}
+
+fn score_from_tt(score: i32, ply: usize) -> i32 {
+    if score >= MATE_BOUND {
+        score - ply as i32
+    } else if score <= -MATE_BOUND {
+        score + ply as i32
+    } else {
+        score
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::players::{play_game, player_from_spec, RandomPlayer};
+    use crate::types::Square;
+
+    fn game(fen: &str) -> Game {
+        Game::new(Position::from_fen(fen).unwrap())
+    }
+
+    #[test]
+    fn finds_mate_in_one() {
+        let g = game("5k4/4ppp3/10/10/6n3/6R3/10/10/10/R4K4 w - - 0 17");
+        for depth in 1..=4 {
+            let result = AlphaBeta::new(depth, 0).search(&g);
+            assert_eq!(result.best.to_string(), "a1a10", "depth {depth}");
+            assert_eq!(result.score, MATE_SCORE - 1, "depth {depth}");
+        }
+    }
+
+    #[test]
+    fn boxes_in_a_king_at_its_deadline() {
+        // Black's move 20 must be a king move (rule 5): Bc8-e6 covers i10, the
+        // king's only square, and Black loses by king-quota.
+        let g = game("9k/8pp/2B7/10/10/10/10/10/10/5K4 w - - 0 20");
+        for depth in 1..=3 {
+            let result = AlphaBeta::new(depth, 0).search(&g);
+            assert_eq!(result.best.to_string(), "c8e6", "depth {depth}");
+            assert_eq!(result.score, MATE_SCORE - 1, "depth {depth}");
+        }
+    }
+
+    #[test]
+    fn does_not_hang_its_queen() {
+        // The d6 and f6 pawns attack the queen on e5; both are defended, so
+        // taking either loses the queen.
+        let g = game("5k4/10/10/2p3p3/3p1p4/4Q5/10/10/10/5K4 w - - 0 17");
+        let defended: [Square; 2] = ["d6".parse().unwrap(), "f6".parse().unwrap()];
+        for depth in 1..=4 {
+            let result = AlphaBeta::new(depth, 1).search(&g);
+            let after = g.position().after(result.best);
+            let queen = after.pieces(Color::White, Kind::Queen).first();
+            let queen = queen.expect("still has a queen");
+            assert!(
+                !after.is_attacked(queen, Color::Black, after.occupied()),
+                "depth {depth}: {} leaves the queen en prise",
+                result.best
+            );
+            assert!(!defended.contains(&result.best.to), "depth {depth}");
+        }
+    }
+
+    #[test]
+    fn beats_random() {
+        for seed in 0..2 {
+            let mut engine = player_from_spec("alphabeta:3", seed).unwrap();
+            let mut random = RandomPlayer::new(seed);
+            let (white, black): (&mut dyn Player, &mut dyn Player) = if seed == 0 {
+                (engine.as_mut(), &mut random)
+            } else {
+                (&mut random, engine.as_mut())
+            };
+            let game = play_game(white, black, Position::start(), 200);
+            let outcome = game.outcome().unwrap();
+            let engine_color = if seed == 0 {
+                Color::White
+            } else {
+                Color::Black
+            };
+            assert_eq!(outcome.winner, Some(engine_color), "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn mate_scores_survive_the_table() {
+        for ply in [0, 3, 10] {
+            for score in [MATE_SCORE - 5, -(MATE_SCORE - 7), 123, -45] {
+                assert_eq!(score_from_tt(score_to_tt(score, ply), ply), score);
+            }
+        }
+    }
+}

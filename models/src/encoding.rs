@@ -1,0 +1,246 @@
+//! The network's input: f32 planes over the 10x10 board, seen by the side to
+//! move (the board is flipped vertically for Black, as in [`crate::policy`]).
+//!
+//! Plane layout for `history = H` (each plane is 100 values, square index
+//! `rank * 10 + file` in the frame):
+//!
+//! - `12 * age + 0..6`: the side to move's pawns, knights, bishops, rooks,
+//!   queens, king in the position `age` plies back (`age` 0 is the current
+//!   position, up to `H - 1`); `12 * age + 6..12`: the opponent's. "Side to
+//!   move" and the frame are those of the current position, for every age.
+//!   Ages the request does not reach are all zero.
+//! - `12 * H +` [`feature`] offsets: side to move, castling rights, legal en
+//!   passant targets, repetitions, fifty-move counter, then the rule 5/6 state
+//!   of the side to move and of the opponent ([`rule`] offsets within each
+//!   block). Under `Rules::Base` the rule 5/6 planes are zero.
+//!
+//! [`plane_names`] lists them all for debugging.
+
+use engine::{control_period, Bitboard, Color, EvalRequest, Kind, Position, Rules};
+
+use crate::policy::to_frame;
+
+/// Bump when the meaning of any plane changes, so old networks are refused.
+pub const ENCODING_VERSION: u32 = 1;
+
+/// Piece planes per position in the history.
+pub const PIECE_PLANES: usize = 12;
+
+/// Offsets of the feature planes from `12 * history`.
+pub mod feature {
+    /// 1 everywhere when Black is to move.
+    pub const SIDE_TO_MOVE: usize = 0;
+    /// Four planes: own short, own long, opponent short, opponent long.
+    pub const CASTLING: usize = 1;
+    /// Squares where a legal en passant capture lands.
+    pub const EN_PASSANT: usize = 5;
+    /// Two planes: the position occurred at least once before / at least twice.
+    pub const REPETITIONS: usize = 6;
+    /// Halfmove clock / 100, capped at 1.
+    pub const HALFMOVE: usize = 8;
+    /// Rule 5/6 state: the side to move's block, then the opponent's.
+    pub const RULES: usize = 9;
+    pub const COUNT: usize = RULES + 2 * super::rule::COUNT;
+}
+
+/// Offsets within one side's rule 5/6 block.
+pub mod rule {
+    /// Five planes, one-hot: the kind (P N B R Q) this side moved last.
+    pub const LAST_KIND: usize = 0;
+    /// How many turns in a row it moved that kind, / 2.
+    pub const RUN_LENGTH: usize = 5;
+    /// Five planes, one-hot: the kind (P N B R Q) it may not move next.
+    pub const BANNED_KIND: usize = 6;
+    /// Its next move falls in one of its control periods.
+    pub const IN_PERIOD: usize = 11;
+    /// Moves left in that period, its next move included, / 10.
+    pub const PERIOD_LEFT: usize = 12;
+    /// It has moved its king in that period.
+    pub const KING_MOVED: usize = 13;
+    /// Its next move must be a king move.
+    pub const MUST_MOVE_KING: usize = 14;
+    pub const COUNT: usize = 15;
+}
+
+/// Whose pieces or state a plane shows, relative to the side to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Own = 0,
+    Opponent = 1,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EncoderConfig {
+    /// Positions encoded, the current one included.
+    pub history: usize,
+}
+
+impl Default for EncoderConfig {
+    fn default() -> EncoderConfig {
+        EncoderConfig { history: 4 }
+    }
+}
+
+impl EncoderConfig {
+    pub fn planes(&self) -> usize {
+        self.history * PIECE_PLANES + feature::COUNT
+    }
+
+    pub fn input_len(&self) -> usize {
+        self.planes() * 100
+    }
+
+    /// The plane of `side`'s `kind` pieces in the position `age` plies back.
+    pub fn piece_plane(&self, age: usize, side: Side, kind: Kind) -> usize {
+        debug_assert!(age < self.history);
+        age * PIECE_PLANES + side as usize * 6 + kind.index()
+    }
+
+    /// The plane at a [`feature`] offset.
+    pub fn feature_plane(&self, offset: usize) -> usize {
+        self.history * PIECE_PLANES + offset
+    }
+
+    /// The plane at a [`rule`] offset in `side`'s rule 5/6 block.
+    pub fn rule_plane(&self, side: Side, offset: usize) -> usize {
+        self.feature_plane(feature::RULES + side as usize * rule::COUNT + offset)
+    }
+}
+
+/// Writes the planes of `request` into `out` (`config.input_len()` values).
+pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]) {
+    assert_eq!(out.len(), config.input_len(), "encoding buffer size");
+    let pos = request.position();
+    let us = pos.side_to_move();
+    out.fill(0.0);
+
+    for (age, past) in request
+        .history
+        .iter()
+        .rev()
+        .take(config.history)
+        .enumerate()
+    {
+        for (side, color) in [(Side::Own, us), (Side::Opponent, !us)] {
+            for kind in Kind::ALL {
+                let plane = config.piece_plane(age, side, kind);
+                set_squares(out, plane, us, past.pieces(color, kind));
+            }
+        }
+    }
+
+    if us == Color::Black {
+        fill(out, config.feature_plane(feature::SIDE_TO_MOVE), 1.0);
+    }
+    let rights = pos.castling_rights();
+    let bits: [u8; 4] = match us {
+        Color::White => [1, 2, 4, 8],
+        Color::Black => [4, 8, 1, 2],
+    };
+    for (i, bit) in bits.into_iter().enumerate() {
+        if rights & bit != 0 {
+            fill(out, config.feature_plane(feature::CASTLING + i), 1.0);
+        }
+    }
+    if pos.en_passant().is_some() {
+        let plane = config.feature_plane(feature::EN_PASSANT);
+        set_squares(out, plane, us, pos.legal_en_passant_targets());
+    }
+    for i in 0..request.repetitions.min(2) as usize {
+        fill(out, config.feature_plane(feature::REPETITIONS + i), 1.0);
+    }
+    let clock = f32::from(pos.halfmove_clock().min(100)) / 100.0;
+    fill(out, config.feature_plane(feature::HALFMOVE), clock);
+
+    if pos.rules() == Rules::Full {
+        for (side, color) in [(Side::Own, us), (Side::Opponent, !us)] {
+            encode_rule_state(config, pos, side, color, out);
+        }
+    }
+}
+
+fn encode_rule_state(
+    config: &EncoderConfig,
+    pos: &Position,
+    side: Side,
+    color: Color,
+    out: &mut [f32],
+) {
+    let plane = |offset| config.rule_plane(side, offset);
+    let run = pos.run(color);
+    // A king move resets the run, so `kind` is never the king.
+    if let Some(kind) = run.kind {
+        fill(out, plane(rule::LAST_KIND + kind.index()), 1.0);
+        fill(out, plane(rule::RUN_LENGTH), f32::from(run.length) / 2.0);
+    }
+    if let Some(kind) = pos.banned_kind(color) {
+        fill(out, plane(rule::BANNED_KIND + kind.index()), 1.0);
+    }
+    let n = pos.next_move_number(color);
+    if let Some(period) = control_period(color, n) {
+        fill(out, plane(rule::IN_PERIOD), 1.0);
+        fill(
+            out,
+            plane(rule::PERIOD_LEFT),
+            (period.last - n + 1) as f32 / 10.0,
+        );
+    }
+    if pos.king_moved_in_period(color) {
+        fill(out, plane(rule::KING_MOVED), 1.0);
+    }
+    if pos.must_move_king(color) {
+        fill(out, plane(rule::MUST_MOVE_KING), 1.0);
+    }
+}
+
+#[inline]
+fn fill(out: &mut [f32], plane: usize, value: f32) {
+    out[plane * 100..(plane + 1) * 100].fill(value);
+}
+
+#[inline]
+fn set_squares(out: &mut [f32], plane: usize, us: Color, squares: Bitboard) {
+    let plane = &mut out[plane * 100..(plane + 1) * 100];
+    for sq in squares {
+        plane[to_frame(us, sq).index()] = 1.0;
+    }
+}
+
+/// A name for every plane, in order (`h0 own P`, `castling opp long`, ...).
+pub fn plane_names(config: &EncoderConfig) -> Vec<String> {
+    const KINDS: [&str; 6] = ["P", "N", "B", "R", "Q", "K"];
+    const SIDES: [&str; 2] = ["own", "opp"];
+    let mut names = Vec::with_capacity(config.planes());
+    for age in 0..config.history {
+        for side in SIDES {
+            for kind in KINDS {
+                names.push(format!("h{age} {side} {kind}"));
+            }
+        }
+    }
+    names.push("side to move".to_string());
+    for side in SIDES {
+        for wing in ["short", "long"] {
+            names.push(format!("castling {side} {wing}"));
+        }
+    }
+    names.push("en passant".to_string());
+    names.push("repeated once".to_string());
+    names.push("repeated twice".to_string());
+    names.push("halfmove clock".to_string());
+    for side in SIDES {
+        for kind in &KINDS[..5] {
+            names.push(format!("{side} last kind {kind}"));
+        }
+        names.push(format!("{side} run length"));
+        for kind in &KINDS[..5] {
+            names.push(format!("{side} banned {kind}"));
+        }
+        names.push(format!("{side} in period"));
+        names.push(format!("{side} period left"));
+        names.push(format!("{side} king moved"));
+        names.push(format!("{side} must move king"));
+    }
+    debug_assert_eq!(names.len(), config.planes());
+    names
+}

@@ -1,0 +1,276 @@
+//! The residual network: a tower of residual blocks (optionally with
+//! squeeze-excitation), a policy head over the 8,900-move space and a
+//! win/draw/loss value head. Built in the style of tch-rs's `vision/resnet.rs`.
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{self, ModuleT};
+use tch::{Device, Tensor};
+
+use crate::encoding::EncoderConfig;
+use crate::policy::MOVE_TYPES;
+
+const BOARD: i64 = 10;
+
+/// Size and shape of the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetConfig {
+    /// Residual blocks in the tower.
+    pub blocks: usize,
+    /// Channels of every tower convolution.
+    pub channels: usize,
+    /// Squeeze-excitation in each block (0 = none; else the channel reduction ratio).
+    #[serde(default)]
+    pub se_ratio: usize,
+    /// Channels of the value head's 1x1 convolution.
+    #[serde(default = "default_value_channels")]
+    pub value_channels: usize,
+    /// Hidden units of the value head.
+    #[serde(default = "default_value_hidden")]
+    pub value_hidden: usize,
+}
+
+fn default_value_channels() -> usize {
+    32
+}
+
+fn default_value_hidden() -> usize {
+    128
+}
+
+impl NetConfig {
+    pub fn new(blocks: usize, channels: usize) -> NetConfig {
+        NetConfig {
+            blocks,
+            channels,
+            se_ratio: 0,
+            value_channels: default_value_channels(),
+            value_hidden: default_value_hidden(),
+        }
+    }
+
+    /// Short name such as `6x64` or `10x128se`.
+    pub fn name(&self) -> String {
+        let se = if self.se_ratio > 0 { "se" } else { "" };
+        format!("{}x{}{se}", self.blocks, self.channels)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.blocks == 0 || self.blocks > 64 {
+            return Err(format!("blocks = {} (expected 1..=64)", self.blocks));
+        }
+        if self.channels == 0 || self.channels > 1024 {
+            return Err(format!("channels = {} (expected 1..=1024)", self.channels));
+        }
+        if self.se_ratio > 0 && self.channels / self.se_ratio == 0 {
+            return Err(format!(
+                "se_ratio = {} leaves no channels out of {}",
+                self.se_ratio, self.channels
+            ));
+        }
+        if self.value_channels == 0 || self.value_hidden == 0 {
+            return Err("value_channels and value_hidden must be positive".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Everything needed to rebuild a network from its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Architecture {
+    pub net: NetConfig,
+    pub encoder: EncoderConfig,
+}
+
+fn conv(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> nn::Conv2D {
+    let config = nn::ConvConfig {
+        padding: ksize / 2,
+        bias: false,
+        ..Default::default()
+    };
+    nn::conv2d(p, c_in, c_out, ksize, config)
+}
+
+fn conv_bn_relu(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> impl ModuleT {
+    let conv = conv(&p / "conv", c_in, c_out, ksize);
+    let bn = nn::batch_norm2d(&p / "bn", c_out, Default::default());
+    nn::func_t(move |xs, train| xs.apply(&conv).apply_t(&bn, train).relu())
+}
+
+/// Squeeze-excitation: a per-channel gate computed from the board average.
+fn squeeze_excitation(p: nn::Path, channels: i64, ratio: i64) -> impl ModuleT {
+    let fc1 = nn::linear(&p / "fc1", channels, channels / ratio, Default::default());
+    let fc2 = nn::linear(&p / "fc2", channels / ratio, channels, Default::default());
+    nn::func_t(move |xs, _| {
+        let gate = xs
+            .adaptive_avg_pool2d([1, 1])
+            .flat_view()
+            .apply(&fc1)
+            .relu()
+            .apply(&fc2)
+            .sigmoid()
+            .view([-1, channels, 1, 1]);
+        xs * gate
+    })
+}
+
+fn residual_block(p: nn::Path, channels: i64, se_ratio: i64) -> impl ModuleT {
+    let conv1 = conv(&p / "conv1", channels, channels, 3);
+    let bn1 = nn::batch_norm2d(&p / "bn1", channels, Default::default());
+    let conv2 = conv(&p / "conv2", channels, channels, 3);
+    let bn2 = nn::batch_norm2d(&p / "bn2", channels, Default::default());
+    let se = (se_ratio > 0).then(|| squeeze_excitation(&p / "se", channels, se_ratio));
+    nn::func_t(move |xs, train| {
+        let ys = xs
+            .apply(&conv1)
+            .apply_t(&bn1, train)
+            .relu()
+            .apply(&conv2)
+            .apply_t(&bn2, train);
+        let ys = match &se {
+            Some(se) => ys.apply_t(se, train),
+            None => ys,
+        };
+        (xs + ys).relu()
+    })
+}
+
+/// The network and the variables it owns.
+pub struct Net {
+    vs: nn::VarStore,
+    arch: Architecture,
+    tower: nn::SequentialT,
+    policy: nn::FuncT<'static>,
+    value: nn::FuncT<'static>,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Net({} on {:?})", self.arch.net.name(), self.vs.device())
+    }
+}
+
+impl Net {
+    /// A freshly initialised network on `device`.
+    pub fn new(arch: Architecture, device: Device) -> Net {
+        let vs = nn::VarStore::new(device);
+        let p = vs.root();
+        let c = arch.net.channels as i64;
+        let planes = arch.encoder.planes() as i64;
+
+        let mut tower = nn::seq_t().add(conv_bn_relu(&p / "input", planes, c, 3));
+        for i in 0..arch.net.blocks {
+            tower = tower.add(residual_block(
+                &p / "tower" / i,
+                c,
+                arch.net.se_ratio as i64,
+            ));
+        }
+
+        let policy_conv = conv_bn_relu(&p / "policy" / "hidden", c, c, 3);
+        let policy_out = nn::conv2d(
+            &p / "policy" / "out",
+            c,
+            MOVE_TYPES as i64,
+            1,
+            Default::default(),
+        );
+        let policy = nn::func_t(move |xs, train| {
+            xs.apply_t(&policy_conv, train)
+                .apply(&policy_out)
+                .flatten(1, -1)
+        });
+
+        let vc = arch.net.value_channels as i64;
+        let value_conv = conv_bn_relu(&p / "value" / "conv", c, vc, 1);
+        let value_fc1 = nn::linear(
+            &p / "value" / "fc1",
+            vc * BOARD * BOARD,
+            arch.net.value_hidden as i64,
+            Default::default(),
+        );
+        let value_fc2 = nn::linear(
+            &p / "value" / "fc2",
+            arch.net.value_hidden as i64,
+            3,
+            Default::default(),
+        );
+        let value = nn::func_t(move |xs, train| {
+            xs.apply_t(&value_conv, train)
+                .flatten(1, -1)
+                .apply(&value_fc1)
+                .relu()
+                .apply(&value_fc2)
+        });
+
+        Net {
+            vs,
+            arch,
+            tower,
+            policy,
+            value,
+        }
+    }
+
+    /// Policy logits `[N, 8900]` and win/draw/loss logits `[N, 3]` for input
+    /// planes `[N, planes, 10, 10]`.
+    pub fn forward_t(&self, xs: &Tensor, train: bool) -> (Tensor, Tensor) {
+        let trunk = xs.apply_t(&self.tower, train);
+        (
+            trunk.apply_t(&self.policy, train),
+            trunk.apply_t(&self.value, train),
+        )
+    }
+
+    pub fn arch(&self) -> Architecture {
+        self.arch
+    }
+
+    pub fn device(&self) -> Device {
+        self.vs.device()
+    }
+
+    pub fn var_store(&self) -> &nn::VarStore {
+        &self.vs
+    }
+
+    pub fn var_store_mut(&mut self) -> &mut nn::VarStore {
+        &mut self.vs
+    }
+
+    /// Number of trainable parameters.
+    pub fn parameter_count(&self) -> i64 {
+        self.vs
+            .trainable_variables()
+            .iter()
+            .map(Tensor::numel)
+            .sum::<usize>() as i64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::POLICY_SIZE;
+
+    #[test]
+    fn output_shapes() {
+        let arch = Architecture {
+            net: NetConfig {
+                se_ratio: 4,
+                ..NetConfig::new(2, 16)
+            },
+            encoder: EncoderConfig::default(),
+        };
+        let net = Net::new(arch, Device::Cpu);
+        let xs = Tensor::zeros(
+            [3, arch.encoder.planes() as i64, 10, 10],
+            (tch::Kind::Float, Device::Cpu),
+        );
+        let (policy, value) = tch::no_grad(|| net.forward_t(&xs, false));
+        assert_eq!(policy.size(), [3, POLICY_SIZE as i64]);
+        assert_eq!(value.size(), [3, 3]);
+        assert!(net.parameter_count() > 0);
+    }
+}

@@ -1,0 +1,354 @@
+//! Batched inference: one thread owns the network on its device; search
+//! threads encode their positions and send them over a crossbeam channel; the
+//! server gathers a batch (up to a size, or until a short wait ends), runs one
+//! forward pass and answers each caller with priors over its legal moves.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use engine::{EvalError, EvalRequest, Evaluation, Evaluator, Wdl};
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::encoding::{encode, EncoderConfig};
+use crate::net::Net;
+use crate::policy::{move_index, POLICY_SIZE};
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Most positions in one forward pass.
+    pub max_batch: usize,
+    /// How long a partial batch waits for more positions, in microseconds.
+    pub max_wait_us: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            max_batch: 256,
+            max_wait_us: 1000,
+        }
+    }
+}
+
+/// Batches and positions served, for batch-fill statistics.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    pub batches: AtomicU64,
+    pub positions: AtomicU64,
+}
+
+impl ServerStats {
+    /// Mean positions per forward pass so far.
+    pub fn mean_batch(&self) -> f64 {
+        let batches = self.batches.load(Ordering::Relaxed);
+        self.positions.load(Ordering::Relaxed) as f64 / batches.max(1) as f64
+    }
+}
+
+/// Encoded positions from one caller, answered together.
+struct Job {
+    planes: Vec<f32>,
+    /// Policy indices of every position's legal moves, concatenated.
+    move_indices: Vec<u32>,
+    move_counts: Vec<u32>,
+    reply: Sender<Result<Vec<Evaluation>, EvalError>>,
+}
+
+enum Message {
+    Evaluate(Job),
+    Stop,
+}
+
+/// The server thread. Dropping it stops the thread; callers then get
+/// [`EvalError::Disconnected`].
+pub struct InferenceServer {
+    client: InferenceClient,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A cheap, cloneable handle that search threads evaluate through.
+#[derive(Clone)]
+pub struct InferenceClient {
+    sender: Sender<Message>,
+    encoder: EncoderConfig,
+    stats: Arc<ServerStats>,
+}
+
+impl InferenceServer {
+    pub fn start(net: Net, config: ServerConfig) -> InferenceServer {
+        let (sender, receiver) = crossbeam_channel::unbounded();
+        let stats = Arc::new(ServerStats::default());
+        let encoder = net.arch().encoder;
+        let thread_stats = Arc::clone(&stats);
+        let thread = std::thread::Builder::new()
+            .name("inference".to_string())
+            .spawn(move || serve(net, config, receiver, &thread_stats))
+            .expect("spawning the inference thread");
+        InferenceServer {
+            client: InferenceClient {
+                sender,
+                encoder,
+                stats,
+            },
+            thread: Some(thread),
+        }
+    }
+
+    pub fn client(&self) -> InferenceClient {
+        self.client.clone()
+    }
+
+    /// Stops the server and waits for its thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        let _ = self.client.sender.send(Message::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for InferenceServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl InferenceClient {
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+}
+
+impl Evaluator for InferenceClient {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        let input_len = self.encoder.input_len();
+        let mut planes = vec![0f32; input_len * requests.len()];
+        let mut move_indices = Vec::new();
+        let mut move_counts = Vec::with_capacity(requests.len());
+        for (request, out) in requests.iter().zip(planes.chunks_exact_mut(input_len)) {
+            encode(&self.encoder, request, out);
+            let side = request.position().side_to_move();
+            for &mv in request.moves {
+                let index = move_index(side, mv)
+                    .ok_or_else(|| EvalError::Backend(format!("move {mv} has no policy index")))?;
+                move_indices.push(index as u32);
+            }
+            move_counts.push(request.moves.len() as u32);
+        }
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let job = Job {
+            planes,
+            move_indices,
+            move_counts,
+            reply,
+        };
+        self.sender
+            .send(Message::Evaluate(job))
+            .map_err(|_| EvalError::Disconnected)?;
+        answer.recv().map_err(|_| EvalError::Disconnected)?
+    }
+}
+
+fn serve(net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &ServerStats) {
+    let planes = net.arch().encoder.planes() as i64;
+    let input_len = net.arch().encoder.input_len();
+    let max_batch = config.max_batch.max(1);
+    let wait = Duration::from_micros(config.max_wait_us);
+    let mut buffer: Vec<f32> = Vec::with_capacity(max_batch * input_len);
+    loop {
+        let mut jobs = match receiver.recv() {
+            Ok(Message::Evaluate(job)) => vec![job],
+            Ok(Message::Stop) | Err(_) => return,
+        };
+        let mut positions = jobs[0].move_counts.len();
+        let deadline = Instant::now() + wait;
+        let mut stopping = false;
+        while positions < max_batch {
+            match receiver.recv_deadline(deadline) {
+                Ok(Message::Evaluate(job)) => {
+                    positions += job.move_counts.len();
+                    jobs.push(job);
+                }
+                Ok(Message::Stop) => {
+                    stopping = true;
+                    break;
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    stopping = true;
+                    break;
+                }
+            }
+        }
+
+        buffer.clear();
+        for job in &jobs {
+            buffer.extend_from_slice(&job.planes);
+        }
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            run_batch(&net, &buffer, positions as i64, planes)
+        }));
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats
+            .positions
+            .fetch_add(positions as u64, Ordering::Relaxed);
+        match result {
+            Ok((logits, wdl)) => answer(jobs, &logits, &wdl),
+            Err(panic) => {
+                let why = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "forward pass failed".to_string());
+                for job in jobs {
+                    let _ = job.reply.send(Err(EvalError::Backend(why.clone())));
+                }
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// One forward pass: policy logits `[n * 8900]` and WDL probabilities `[n * 3]` on the CPU.
+fn run_batch(net: &Net, buffer: &[f32], n: i64, planes: i64) -> (Vec<f32>, Vec<f32>) {
+    tch::no_grad(|| {
+        let xs = Tensor::from_slice(buffer)
+            .view([n, planes, 10, 10])
+            .to_device(net.device());
+        let (policy, value) = net.forward_t(&xs, false);
+        let policy = policy.to_kind(Kind::Float).to_device(tch::Device::Cpu);
+        let wdl = value
+            .to_kind(Kind::Float)
+            .softmax(-1, Kind::Float)
+            .to_device(tch::Device::Cpu);
+        let mut logits = vec![0f32; n as usize * POLICY_SIZE];
+        policy.copy_data(&mut logits, n as usize * POLICY_SIZE);
+        let mut probs = vec![0f32; n as usize * 3];
+        wdl.copy_data(&mut probs, n as usize * 3);
+        (logits, probs)
+    })
+}
+
+/// Softmax over each position's legal moves only.
+fn answer(jobs: Vec<Job>, logits: &[f32], wdl: &[f32]) {
+    let mut position = 0;
+    for job in jobs {
+        let mut evaluations = Vec::with_capacity(job.move_counts.len());
+        let mut indices = job.move_indices.as_slice();
+        for &count in &job.move_counts {
+            let (mine, rest) = indices.split_at(count as usize);
+            indices = rest;
+            let row = &logits[position * POLICY_SIZE..(position + 1) * POLICY_SIZE];
+            let mut policy: Vec<f32> = mine.iter().map(|&i| row[i as usize]).collect();
+            let max = policy.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0;
+            for p in policy.iter_mut() {
+                *p = (*p - max).exp();
+                sum += *p;
+            }
+            for p in policy.iter_mut() {
+                *p /= sum;
+            }
+            let w = &wdl[position * 3..position * 3 + 3];
+            evaluations.push(Evaluation {
+                policy,
+                wdl: Wdl {
+                    win: w[0],
+                    draw: w[1],
+                    loss: w[2],
+                },
+            });
+            position += 1;
+        }
+        let _ = job.reply.send(Ok(evaluations));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{Architecture, NetConfig};
+    use engine::Position;
+    use tch::Device;
+
+    fn server(max_batch: usize) -> InferenceServer {
+        let arch = Architecture {
+            net: NetConfig::new(1, 8),
+            encoder: EncoderConfig::default(),
+        };
+        InferenceServer::start(
+            Net::new(arch, Device::Cpu),
+            ServerConfig {
+                max_batch,
+                max_wait_us: 2000,
+            },
+        )
+    }
+
+    #[test]
+    fn many_threads_get_their_own_answers() {
+        let server = server(16);
+        let pos = Position::start();
+        let moves = pos.legal_moves();
+        let history = [pos];
+        let request = EvalRequest {
+            history: &history,
+            repetitions: 0,
+            moves: &moves,
+        };
+        let expected = server.client().evaluate(&request).unwrap();
+        assert_eq!(expected.policy.len(), 38);
+        assert!((expected.policy.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+        let w = expected.wdl;
+        assert!((w.win + w.draw + w.loss - 1.0).abs() < 1e-4);
+
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                let client = server.client();
+                let expected = expected.clone();
+                scope.spawn(move || {
+                    for _ in 0..10 {
+                        let got = client.evaluate_batch(&[request, request]).unwrap();
+                        for eval in got {
+                            for (a, b) in eval.policy.iter().zip(&expected.policy) {
+                                assert!((a - b).abs() < 1e-4);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert!(server.client().stats().mean_batch() >= 1.0);
+    }
+
+    #[test]
+    fn callers_of_a_stopped_server_get_an_error() {
+        let server = server(4);
+        let client = server.client();
+        server.shutdown();
+        let pos = Position::start();
+        let moves = pos.legal_moves();
+        let history = [pos];
+        let request = EvalRequest {
+            history: &history,
+            repetitions: 0,
+            moves: &moves,
+        };
+        assert_eq!(
+            client.evaluate(&request).unwrap_err(),
+            EvalError::Disconnected
+        );
+    }
+}

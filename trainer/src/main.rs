@@ -1,0 +1,178 @@
+//! `mixzero`: one binary for every job, in the spirit of `katago`/`lc0` subcommands.
+
+mod bench;
+mod config;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use engine::{Position, Rules, START_FEN};
+use tch::Device;
+
+use crate::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "mixzero",
+    version,
+    about = "AlphaZero-style self-play for Chess-mix"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure speed: `nn` (inference server against bare forward passes).
+    Bench {
+        #[command(subcommand)]
+        what: BenchCommand,
+    },
+    /// Count leaf nodes of the legal-move tree.
+    Perft(PerftArgs),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Inference-server positions/s against a bare forward-pass loop, and encoding speed.
+    Nn(BenchNnArgs),
+}
+
+#[derive(Args)]
+struct BenchNnArgs {
+    /// Config files whose nets to measure (default: the embedded default and GPU configs).
+    #[arg(long = "config")]
+    configs: Vec<PathBuf>,
+    /// Batch sizes to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 8, 32, 128, 512])]
+    batches: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+    /// libtorch CPU threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct PerftArgs {
+    #[arg(long)]
+    depth: u32,
+    #[arg(long, default_value = START_FEN)]
+    fen: String,
+    /// Coordinate moves played from the FEN first.
+    #[arg(long, default_value = "")]
+    moves: String,
+    /// Rules 5 and 6 off.
+    #[arg(long)]
+    base_rules: bool,
+    /// Also print the count under each root move.
+    #[arg(long)]
+    divide: bool,
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Bench {
+            what: BenchCommand::Nn(args),
+        } => bench_nn(args),
+        Command::Perft(args) => perft(args),
+    }
+}
+
+fn bench_nn(args: BenchNnArgs) -> Result<()> {
+    if args.threads > 0 {
+        tch::set_num_threads(args.threads as i32);
+    }
+    let configs = if args.configs.is_empty() {
+        vec![Config::default_config(), Config::gpu_config()]
+    } else {
+        args.configs
+            .iter()
+            .map(|p| Config::load(p))
+            .collect::<Result<Vec<_>>>()?
+    };
+    let device = Device::cuda_if_available();
+    tracing::info!(?device, threads = tch::get_num_threads(), "bench nn");
+    let history = configs.iter().map(|c| c.encoder.history).max().unwrap_or(1);
+    let samples = bench::sample_positions(1024, history, 7);
+    if !args.json {
+        println!(
+            "{:>10} {:>6} {:>16} {:>16} {:>7} {:>10}",
+            "net", "batch", "server pos/s", "bare pos/s", "ratio", "mean fill"
+        );
+    }
+    for config in &configs {
+        let encode = bench::encode_row(config.encoder, &samples, args.seconds.min(1.0));
+        if args.json {
+            println!("{}", serde_json::to_string(&encode)?);
+        } else {
+            println!(
+                "encoding: {:.0} positions/s ({} planes, history {})",
+                encode.encode_pos_per_s, encode.planes, encode.history
+            );
+        }
+        for row in bench::nn_rows(config.arch(), device, &args.batches, args.seconds, &samples) {
+            if args.json {
+                println!("{}", serde_json::to_string(&row)?);
+            } else {
+                println!(
+                    "{:>10} {:>6} {:>16.0} {:>16.0} {:>6.1}% {:>10.1}",
+                    row.net,
+                    row.batch,
+                    row.server_pos_per_s,
+                    row.bare_pos_per_s,
+                    100.0 * row.ratio,
+                    row.mean_batch
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn perft(args: PerftArgs) -> Result<()> {
+    let rules = if args.base_rules {
+        Rules::Base
+    } else {
+        Rules::Full
+    };
+    let mut pos = Position::from_fen_with_rules(&args.fen, rules).context("bad --fen")?;
+    for (i, text) in args.moves.split_whitespace().enumerate() {
+        let mv = pos
+            .parse_move(text)
+            .with_context(|| format!("move {} of --moves", i + 1))?;
+        pos = pos.after(mv);
+    }
+    let start = Instant::now();
+    let total = if args.divide {
+        let rows = engine::divide(&pos, args.depth);
+        for (mv, nodes) in &rows {
+            println!("{mv}: {nodes}");
+        }
+        rows.iter().map(|(_, n)| n).sum()
+    } else {
+        engine::perft(&pos, args.depth)
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    eprintln!(
+        "depth {}: {total} nodes in {seconds:.3} s ({:.1} M nodes/s)",
+        args.depth,
+        total as f64 / seconds.max(1e-9) / 1e6
+    );
+    println!("{total}");
+    Ok(())
+}
