@@ -25,6 +25,9 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// How long a partial batch waits for more positions, in microseconds.
     pub max_wait_us: u64,
+    /// libtorch intra-op threads of the server thread (0 = one per core).
+    #[serde(default)]
+    pub threads: usize,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +35,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_batch: 256,
             max_wait_us: 1000,
+            threads: 0,
         }
     }
 }
@@ -60,8 +64,12 @@ struct Job {
     reply: Sender<Result<Vec<Evaluation>, EvalError>>,
 }
 
+/// Work run on the server thread with the network (weight updates, measurements).
+type Task = Box<dyn FnOnce(&mut Net) + Send>;
+
 enum Message {
     Evaluate(Job),
+    Run(Task),
     Stop,
 }
 
@@ -127,6 +135,21 @@ impl InferenceClient {
     pub fn stats(&self) -> &ServerStats {
         &self.stats
     }
+
+    /// Runs `task` on the server thread, between batches, with the network.
+    pub fn run_on_server<R: Send + 'static>(
+        &self,
+        task: impl FnOnce(&mut Net) -> R + Send + 'static,
+    ) -> Result<R, EvalError> {
+        let (reply, answer) = crossbeam_channel::bounded(1);
+        let task: Task = Box::new(move |net| {
+            let _ = reply.send(task(net));
+        });
+        self.sender
+            .send(Message::Run(task))
+            .map_err(|_| EvalError::Disconnected)?;
+        answer.recv().map_err(|_| EvalError::Disconnected)
+    }
 }
 
 impl Evaluator for InferenceClient {
@@ -159,7 +182,8 @@ impl Evaluator for InferenceClient {
     }
 }
 
-fn serve(net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &ServerStats) {
+fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &ServerStats) {
+    crate::set_intra_op_threads(config.threads);
     let planes = net.arch().encoder.planes() as i64;
     let input_len = net.arch().encoder.input_len();
     let max_batch = config.max_batch.max(1);
@@ -168,17 +192,23 @@ fn serve(net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &Se
     loop {
         let mut jobs = match receiver.recv() {
             Ok(Message::Evaluate(job)) => vec![job],
+            Ok(Message::Run(task)) => {
+                task(&mut net);
+                continue;
+            }
             Ok(Message::Stop) | Err(_) => return,
         };
         let mut positions = jobs[0].move_counts.len();
         let deadline = Instant::now() + wait;
         let mut stopping = false;
+        let mut pending_tasks = Vec::new();
         while positions < max_batch {
             match receiver.recv_deadline(deadline) {
                 Ok(Message::Evaluate(job)) => {
                     positions += job.move_counts.len();
                     jobs.push(job);
                 }
+                Ok(Message::Run(task)) => pending_tasks.push(task),
                 Ok(Message::Stop) => {
                     stopping = true;
                     break;
@@ -214,6 +244,9 @@ fn serve(net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &Se
                     let _ = job.reply.send(Err(EvalError::Backend(why.clone())));
                 }
             }
+        }
+        for task in pending_tasks {
+            task(&mut net);
         }
         if stopping {
             return;
@@ -293,6 +326,7 @@ mod tests {
             ServerConfig {
                 max_batch,
                 max_wait_us: 2000,
+                threads: 1,
             },
         )
     }
@@ -331,6 +365,8 @@ mod tests {
             }
         });
         assert!(server.client().stats().mean_batch() >= 1.0);
+        let blocks = server.client().run_on_server(|net| net.arch().net.blocks);
+        assert_eq!(blocks, Ok(1));
     }
 
     #[test]

@@ -35,6 +35,7 @@ impl InferenceConfig {
         ServerConfig {
             max_batch: self.max_batch,
             max_wait_us: self.max_wait_us,
+            threads: self.threads,
         }
     }
 }

@@ -52,7 +52,7 @@ struct BenchNnArgs {
     /// Seconds per measurement.
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
-    /// libtorch CPU threads (0 = one per core).
+    /// libtorch CPU threads of the server (default: the config's).
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// One JSON object per line.
@@ -85,6 +85,7 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    models::set_intra_op_threads(1);
     match Cli::parse().command {
         Command::Bench {
             what: BenchCommand::Nn(args),
@@ -94,9 +95,6 @@ fn main() -> Result<()> {
 }
 
 fn bench_nn(args: BenchNnArgs) -> Result<()> {
-    if args.threads > 0 {
-        tch::set_num_threads(args.threads as i32);
-    }
     let configs = if args.configs.is_empty() {
         vec![Config::default_config(), Config::gpu_config()]
     } else {
@@ -106,7 +104,7 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?
     };
     let device = Device::cuda_if_available();
-    tracing::info!(?device, threads = tch::get_num_threads(), "bench nn");
+    tracing::info!(?device, "bench nn");
     let history = configs.iter().map(|c| c.encoder.history).max().unwrap_or(1);
     let samples = bench::sample_positions(1024, history, 7);
     if !args.json {
@@ -125,7 +123,18 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
                 encode.encode_pos_per_s, encode.planes, encode.history
             );
         }
-        for row in bench::nn_rows(config.arch(), device, &args.batches, args.seconds, &samples) {
+        let mut server = config.inference.server();
+        if args.threads > 0 {
+            server.threads = args.threads;
+        }
+        for row in bench::nn_rows(
+            config.arch(),
+            device,
+            server,
+            &args.batches,
+            args.seconds,
+            &samples,
+        ) {
             if args.json {
                 println!("{}", serde_json::to_string(&row)?);
             } else {
