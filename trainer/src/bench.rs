@@ -1,9 +1,12 @@
-//! `mixzero bench nn`: inference-server throughput against a bare
-//! forward-pass loop on the same net and batch size, plus encoding speed.
+//! Benchmarks: the inference server against bare forward passes (`bench nn`),
+//! MCTS through the server (`bench search`) and self-play (`bench selfplay`).
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use engine::{EvalRequest, Evaluator, Move, Position};
+use engine::mcts::{Search, SearchConfig};
+use engine::{EvalRequest, Evaluator, Game, Move, Position};
 use models::encoding::{encode, EncoderConfig};
 use models::net::{Architecture, Net};
 use models::server::{InferenceServer, ServerConfig};
@@ -12,6 +15,9 @@ use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
+
+use crate::config::Config;
+use crate::selfplay::run_workers;
 
 /// Positions with their history, from seeded random games.
 pub struct Sample {
@@ -63,6 +69,15 @@ pub struct NnRow {
     /// Server throughput as a share of the bare forward pass.
     pub ratio: f64,
     pub mean_batch: f64,
+}
+
+/// The first `batch` samples (cycled) encoded back to back.
+fn encode_batch(encoder: EncoderConfig, batch: usize, samples: &[Sample]) -> Vec<f32> {
+    let mut planes = vec![0f32; batch * encoder.input_len()];
+    for (i, out) in planes.chunks_exact_mut(encoder.input_len()).enumerate() {
+        encode(&encoder, &samples[i % samples.len()].request(), out);
+    }
+    planes
 }
 
 /// Forward passes of `batch` encoded sample positions per second, times `batch`.
@@ -160,18 +175,11 @@ pub fn nn_rows(
                     ..server_config
                 },
             );
-            let mut planes = vec![0f32; batch * arch.encoder.input_len()];
-            for (i, out) in planes
-                .chunks_exact_mut(arch.encoder.input_len())
-                .enumerate()
-            {
-                encode(&arch.encoder, &samples[i % samples.len()].request(), out);
-            }
-            let planes = std::sync::Arc::new(planes);
+            let planes = Arc::new(encode_batch(arch.encoder, batch, samples));
             let (mut bare, mut served) = (0f64, 0f64);
             for _ in 0..ROUNDS {
                 // The bare loop runs on the server's own thread, with its net.
-                let planes = std::sync::Arc::clone(&planes);
+                let planes = Arc::clone(&planes);
                 let rate = server
                     .client()
                     .run_on_server(move |net| bare_throughput(net, &planes, batch, round))
@@ -213,5 +221,171 @@ pub fn encode_row(encoder: EncoderConfig, samples: &[Sample], seconds: f64) -> E
         history: encoder.history,
         planes: encoder.planes(),
         encode_pos_per_s: done as f64 / start.elapsed().as_secs_f64(),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct SearchRow {
+    pub net: String,
+    pub device: String,
+    pub batch: usize,
+    pub search_threads: usize,
+    pub search_nodes_per_s: f64,
+    pub bare_pos_per_s: f64,
+    pub ratio: f64,
+    pub mean_batch: f64,
+}
+
+/// MCTS evaluations per second with enough searches in flight to fill
+/// `batch` twice over (as in self-play), against bare forward passes at that
+/// batch on the server's thread.
+pub fn search_row(
+    arch: Architecture,
+    device: Device,
+    server_config: ServerConfig,
+    search: SearchConfig,
+    batch: usize,
+    seconds: f64,
+    samples: &[Sample],
+) -> SearchRow {
+    let server = InferenceServer::start(
+        Net::new(arch, device),
+        ServerConfig {
+            max_batch: batch,
+            ..server_config
+        },
+    );
+    let planes = Arc::new(encode_batch(arch.encoder, batch, samples));
+    let threads = (2 * batch).div_ceil(search.leaves_in_flight.max(1));
+    let round = seconds / ROUNDS as f64;
+    let (mut bare, mut nodes) = (0f64, 0f64);
+    for _ in 0..ROUNDS {
+        let task_planes = Arc::clone(&planes);
+        bare = bare.max(
+            server
+                .client()
+                .run_on_server(move |net| bare_throughput(net, &task_planes, batch, round))
+                .expect("bench server runs tasks"),
+        );
+        let deadline = Instant::now() + Duration::from_secs_f64(round);
+        let start = Instant::now();
+        let evaluations: u64 = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let client = server.client();
+                    scope.spawn(move || {
+                        let mut done = 0;
+                        let mut i = t;
+                        while Instant::now() < deadline {
+                            let game = sample_game(&samples[i % samples.len()]);
+                            i += threads;
+                            if game.outcome().is_some() {
+                                continue;
+                            }
+                            let mut s = Search::new(search, &game);
+                            while Instant::now() < deadline && s.root_visits() < 400 {
+                                s.run(&client, search.leaves_in_flight as u32)
+                                    .expect("bench search");
+                            }
+                            done += s.evaluations();
+                        }
+                        done
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("search thread"))
+                .sum()
+        });
+        nodes = nodes.max(evaluations as f64 / start.elapsed().as_secs_f64());
+    }
+    let mean_batch = server.client().stats().mean_batch();
+    server.shutdown();
+    SearchRow {
+        net: arch.net.name(),
+        device: format!("{device:?}"),
+        batch,
+        search_threads: threads,
+        search_nodes_per_s: nodes,
+        bare_pos_per_s: bare,
+        ratio: nodes / bare,
+        mean_batch,
+    }
+}
+
+/// A game whose current position is the sample's, its history replayed.
+fn sample_game(sample: &Sample) -> Game {
+    let mut game = Game::new(sample.history[0]);
+    for pair in sample.history.windows(2) {
+        let mv = pair[0]
+            .legal_moves()
+            .into_iter()
+            .find(|&m| pair[0].after(m) == pair[1])
+            .expect("consecutive sample positions are one move apart");
+        game.play_unchecked(mv);
+    }
+    game
+}
+
+#[derive(Debug, Serialize)]
+pub struct SelfPlayRow {
+    pub net: String,
+    pub workers: usize,
+    pub seconds: f64,
+    pub games: u64,
+    pub games_per_hour: f64,
+    /// Moves of finished games per second.
+    pub positions_per_s: f64,
+    pub nodes_per_s: f64,
+    pub mean_batch: f64,
+}
+
+/// Self-play with `config` on a fresh net for `seconds`; games still running
+/// at the end are not counted.
+pub fn selfplay_row(config: &Config, device: Device, seconds: f64, seed: u64) -> SelfPlayRow {
+    let server = InferenceServer::start(Net::new(config.arch(), device), config.inference.server());
+    let client = server.client();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let stop = AtomicBool::new(false);
+    let network = AtomicU32::new(0);
+    let start = Instant::now();
+    let (games, plies, nodes) = std::thread::scope(|scope| {
+        let workers = scope.spawn(|| {
+            run_workers(
+                &config.selfplay,
+                &config.search,
+                &client,
+                &network,
+                &stop,
+                seed,
+                tx,
+            )
+        });
+        let (mut games, mut plies, mut nodes) = (0u64, 0u64, 0u64);
+        let deadline = start + Duration::from_secs_f64(seconds);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if let Ok(finished) = rx.recv_timeout(left) {
+                games += 1;
+                plies += finished.stats.plies as u64;
+                nodes += finished.stats.nodes;
+            }
+        }
+        // Stopping the server cuts the games still running short.
+        stop.store(true, Ordering::SeqCst);
+        server.shutdown();
+        let _ = workers.join();
+        (games, plies, nodes)
+    });
+    let elapsed = seconds.max(start.elapsed().as_secs_f64().min(seconds));
+    SelfPlayRow {
+        net: config.net.name(),
+        workers: config.selfplay.workers,
+        seconds: elapsed,
+        games,
+        games_per_hour: games as f64 * 3600.0 / elapsed,
+        positions_per_s: plies as f64 / elapsed,
+        nodes_per_s: nodes as f64 / elapsed,
+        mean_batch: client.stats().mean_batch(),
     }
 }

@@ -4,10 +4,15 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use engine::mcts::SearchConfig;
 use models::encoding::EncoderConfig;
 use models::net::{Architecture, NetConfig};
 use models::server::ServerConfig;
 use serde::{Deserialize, Serialize};
+
+use crate::replay::ReplayConfig;
+use crate::selfplay::SelfPlayConfig;
+use crate::train::TrainingConfig;
 
 pub const DEFAULT_TOML: &str = include_str!("../../configs/default.toml");
 pub const GPU_TOML: &str = include_str!("../../configs/gpu.toml");
@@ -18,6 +23,10 @@ pub struct Config {
     pub net: NetConfig,
     pub encoder: EncoderConfig,
     pub inference: InferenceConfig,
+    pub search: SearchConfig,
+    pub selfplay: SelfPlayConfig,
+    pub replay: ReplayConfig,
+    pub training: TrainingConfig,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -25,7 +34,7 @@ pub struct Config {
 pub struct InferenceConfig {
     pub max_batch: usize,
     pub max_wait_us: u64,
-    /// libtorch CPU threads; 0 lets libtorch use one per core.
+    /// libtorch threads of the inference/training thread; 0 = one per core.
     #[serde(default)]
     pub threads: usize,
 }
@@ -88,6 +97,25 @@ impl Config {
                 self.inference.max_batch
             );
         }
+        let search = &self.search;
+        if search.leaves_in_flight == 0 || search.c_puct <= 0.0 || search.virtual_loss < 0.0 {
+            bail!("[search] leaves_in_flight >= 1, c_puct > 0 and virtual_loss >= 0 required");
+        }
+        if !(0.0..=1.0).contains(&search.dirichlet_epsilon) || search.dirichlet_alpha_total <= 0.0 {
+            bail!("[search] dirichlet_epsilon in [0, 1] and dirichlet_alpha_total > 0 required");
+        }
+        if search.history < self.encoder.history {
+            bail!(
+                "[search] history = {} must cover [encoder] history = {}",
+                search.history,
+                self.encoder.history
+            );
+        }
+        self.selfplay.validate().map_err(anyhow::Error::msg)?;
+        self.training.validate().map_err(anyhow::Error::msg)?;
+        if self.replay.min_window == 0 || self.replay.max_window < self.replay.min_window {
+            bail!("[replay] need 0 < min_window <= max_window");
+        }
         Ok(())
     }
 }
@@ -98,25 +126,29 @@ mod tests {
 
     #[test]
     fn embedded_configs_parse() {
-        assert_eq!(Config::default_config().net.name(), "6x64");
+        assert_eq!(Config::default_config().net.name(), "4x32");
         assert_eq!(Config::gpu_config().net.name(), "15x192se");
     }
 
     #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
-        let err = Config::parse(&DEFAULT_TOML.replace("blocks", "blokcs"), "test").unwrap_err();
-        assert!(format!("{err:#}").contains("blokcs"), "{err:#}");
-        let err = Config::parse(
-            &DEFAULT_TOML.replace("channels = 64", "channels = 0"),
-            "test",
-        )
-        .unwrap_err();
-        assert!(format!("{err:#}").contains("channels"), "{err:#}");
-        let err = Config::parse(
-            &DEFAULT_TOML.replace("history = 4", "history = \"x\""),
-            "test",
-        )
-        .unwrap_err();
-        assert!(format!("{err:#}").contains("history"), "{err:#}");
+        let cases = [
+            ("blocks", "blokcs", "blokcs"),
+            ("channels = 32", "channels = 0", "channels"),
+            ("history = 2", "history = \"x\"", "history"),
+            ("workers = 16", "workers = 0", "workers"),
+            ("optimizer = \"sgd\"", "optimizer = \"adam\"", "optimizer"),
+            (
+                "[training]",
+                "[training]\nlearning_rate = 1.0",
+                "learning_rate",
+            ),
+        ];
+        for (from, to, key) in cases {
+            let text = DEFAULT_TOML.replacen(from, to, 1);
+            assert_ne!(text, DEFAULT_TOML, "{from}");
+            let err = Config::parse(&text, "test").unwrap_err();
+            assert!(format!("{err:#}").contains(key), "{key}: {err:#}");
+        }
     }
 }

@@ -1,8 +1,5 @@
 //! `mixzero`: one binary for every job, in the spirit of `katago`/`lc0` subcommands.
 
-mod bench;
-mod config;
-
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -11,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 use engine::{Position, Rules, START_FEN};
 use tch::Device;
 
-use crate::config::Config;
+use trainer::bench;
+use trainer::config::Config;
 
 #[derive(Parser)]
 #[command(
@@ -33,12 +31,49 @@ enum Command {
     },
     /// Count leaf nodes of the legal-move tree.
     Perft(PerftArgs),
+    /// Train by self-play (resumes an existing run directory).
+    Train(trainer::run::TrainArgs),
+    /// Play a match between two players and rate them.
+    Arena(trainer::arena::ArenaArgs),
 }
 
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Inference-server positions/s against a bare forward-pass loop, and encoding speed.
     Nn(BenchNnArgs),
+    /// MCTS nodes/s through the inference server against bare forward passes.
+    Search(BenchSearchArgs),
+    /// Self-play games/hour and positions/s.
+    Selfplay(BenchSelfplayArgs),
+}
+
+#[derive(Args)]
+struct BenchSearchArgs {
+    /// Config whose net and search settings to use (default: the embedded default).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Batch size the searches fill.
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Seconds of measurement.
+    #[arg(long, default_value_t = 8.0)]
+    seconds: f64,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct BenchSelfplayArgs {
+    /// Config to play with (default: the embedded default).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seconds of self-play.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -90,7 +125,15 @@ fn main() -> Result<()> {
         Command::Bench {
             what: BenchCommand::Nn(args),
         } => bench_nn(args),
+        Command::Bench {
+            what: BenchCommand::Search(args),
+        } => bench_search(args),
+        Command::Bench {
+            what: BenchCommand::Selfplay(args),
+        } => bench_selfplay(args),
         Command::Perft(args) => perft(args),
+        Command::Train(args) => trainer::run::run(args),
+        Command::Arena(args) => trainer::arena::run(args),
     }
 }
 
@@ -149,6 +192,62 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+fn load_config(path: &Option<PathBuf>) -> Result<Config> {
+    match path {
+        Some(path) => Config::load(path),
+        None => Ok(Config::default_config()),
+    }
+}
+
+fn bench_search(args: BenchSearchArgs) -> Result<()> {
+    let config = load_config(&args.config)?;
+    let samples = bench::sample_positions(1024, config.search.history, 11);
+    let row = bench::search_row(
+        config.arch(),
+        Device::cuda_if_available(),
+        config.inference.server(),
+        config.search,
+        args.batch,
+        args.seconds,
+        &samples,
+    );
+    if args.json {
+        println!("{}", serde_json::to_string(&row)?);
+    } else {
+        println!(
+            "{} batch {} ({} search threads): {:.0} nodes/s, bare {:.0} positions/s, {:.1}% (mean batch {:.1})",
+            row.net,
+            row.batch,
+            row.search_threads,
+            row.search_nodes_per_s,
+            row.bare_pos_per_s,
+            100.0 * row.ratio,
+            row.mean_batch
+        );
+    }
+    Ok(())
+}
+
+fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
+    let config = load_config(&args.config)?;
+    let row = bench::selfplay_row(&config, Device::cuda_if_available(), args.seconds, 1);
+    if args.json {
+        println!("{}", serde_json::to_string(&row)?);
+    } else {
+        println!(
+            "{}: {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1})",
+            row.net,
+            row.games,
+            row.seconds,
+            row.games_per_hour,
+            row.positions_per_s,
+            row.nodes_per_s,
+            row.mean_batch
+        );
     }
     Ok(())
 }

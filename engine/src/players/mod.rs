@@ -2,6 +2,7 @@
 //! alpha-beta searcher, plus a spec parser and a game loop to pit them.
 
 mod alphabeta;
+pub mod mcts;
 
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;

@@ -1,0 +1,887 @@
+//! Self-play game records and the chunk files that hold them.
+//!
+//! A chunk (`chunk-NNNNNNNN.mzg`) is little-endian binary:
+//!
+//! | field | bytes |
+//! | --- | --- |
+//! | magic `MZGCHUNK` | 8 |
+//! | version (1) | u32 |
+//! | games | u32 |
+//! | samples: moves with a policy target, over all games | u64 |
+//! | body length | u64 |
+//! | body: the games | body length |
+//! | CRC32 of everything above | u32 |
+//!
+//! Each game: rules (0 full, 1 base), FEN length (u16) and FEN, winner
+//! (0 draw, 1 White, 2 Black), reason ([`Reason`] in declaration order),
+//! network (u32), plies (u32), then per move: from, to, promotion (0 none,
+//! else kind index + 1), flags (bit 0: policy target, bit 1: sparse visits),
+//! search value (f32) and, for a policy target, the visits as LEB128
+//! varints: the number of legal moves, then either every count (dense) or
+//! the number of non-zero counts followed by (gap since the previous
+//! non-zero index, count) pairs (sparse), whichever is shorter.
+//!
+//! The header repeats the game and sample counts so that a reader can size
+//! the replay window from headers alone.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use engine::types::NUM_SQUARES;
+use engine::{Color, FenError, Kind, Move, Outcome, Position, Reason, Rules, Square, MAX_MOVES};
+use thiserror::Error;
+
+/// One move of a self-play game.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoveRecord {
+    pub mv: Move,
+    /// Root visit counts of every legal move, in `Position::legal_moves()` order;
+    /// empty when this move is not a policy target (a fast playout-cap move).
+    pub visits: Vec<u32>,
+    /// Root value after the search, for the side to move, in [-1, 1].
+    pub search_value: f32,
+}
+
+/// A finished self-play game.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GameRecord {
+    pub start: Position,
+    pub moves: Vec<MoveRecord>,
+    pub outcome: Outcome,
+    /// Checkpoint number of the network that played.
+    pub network: u32,
+}
+
+impl GameRecord {
+    /// Moves with a policy target: the training samples of this game.
+    pub fn samples(&self) -> usize {
+        self.moves.iter().filter(|m| !m.visits.is_empty()).count()
+    }
+}
+
+pub const MAGIC: [u8; 8] = *b"MZGCHUNK";
+pub const VERSION: u32 = 1;
+const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8;
+const CRC_LEN: usize = 4;
+const FLAG_TARGET: u8 = 1;
+const FLAG_SPARSE: u8 = 2;
+const REASONS: [Reason; 7] = [
+    Reason::Checkmate,
+    Reason::KingQuota,
+    Reason::Stalemate,
+    Reason::Threefold,
+    Reason::FiftyMove,
+    Reason::DeadPosition,
+    Reason::Adjudication,
+];
+
+/// What is wrong with a chunk, naming the file.
+#[derive(Debug, Error)]
+pub enum DataError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: truncated: {size} bytes, expected {expected}", path.display())]
+    Truncated {
+        path: PathBuf,
+        size: u64,
+        expected: u64,
+    },
+    #[error("{}: trailing bytes: {size} bytes, expected {expected}", path.display())]
+    TrailingBytes {
+        path: PathBuf,
+        size: u64,
+        expected: u64,
+    },
+    #[error("{}: not a game chunk (bad magic)", path.display())]
+    BadMagic { path: PathBuf },
+    #[error("{}: chunk version {found}, this build reads {VERSION}", path.display())]
+    Version { path: PathBuf, found: u32 },
+    #[error("{}: checksum {stored:08x} stored, {computed:08x} computed", path.display())]
+    Checksum {
+        path: PathBuf,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("{}: game {game}: {what}", path.display())]
+    Corrupt {
+        path: PathBuf,
+        game: usize,
+        what: String,
+    },
+    #[error("{}: game {game}: start FEN: {source}", path.display())]
+    Fen {
+        path: PathBuf,
+        game: usize,
+        #[source]
+        source: FenError,
+    },
+    #[error("{}: game {game} ply {ply}: illegal move {mv}", path.display())]
+    IllegalMove {
+        path: PathBuf,
+        game: usize,
+        ply: usize,
+        mv: String,
+    },
+    #[error("{}: game {game} ply {ply}: {len} visit counts for {legal} legal moves", path.display())]
+    Visits {
+        path: PathBuf,
+        game: usize,
+        ply: usize,
+        len: usize,
+        legal: usize,
+    },
+    #[error("{}: game {game} ply {ply}: {what}", path.display())]
+    Invalid {
+        path: PathBuf,
+        game: usize,
+        ply: usize,
+        what: String,
+    },
+    #[error("{}: header says {header} samples, the games hold {body}", path.display())]
+    SampleCount {
+        path: PathBuf,
+        header: u64,
+        body: u64,
+    },
+}
+
+/// Games and samples of a chunk, from its header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkHeader {
+    pub games: u32,
+    pub samples: u64,
+    body_len: u64,
+}
+
+/// Writes `games` to `path` atomically (temporary file, fsync, rename).
+/// Each game is checked first, as `read_chunk` will check it, so that a bad
+/// record fails here rather than making the chunk unreadable.
+pub fn write_chunk(path: &Path, games: &[GameRecord]) -> Result<(), DataError> {
+    for (index, game) in games.iter().enumerate() {
+        validate(path, index, game)?;
+    }
+    let bytes = encode_chunk(games);
+    models::weights::write_atomically(path, &bytes).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads and checks every game of a chunk.
+pub fn read_chunk(path: &Path) -> Result<Vec<GameRecord>, DataError> {
+    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    decode_chunk(path, &bytes)
+}
+
+/// Reads only the header of a chunk and checks it against the file size,
+/// without reading the games (so without the CRC check).
+pub fn read_chunk_header(path: &Path) -> Result<ChunkHeader, DataError> {
+    let io_error = |source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::open(path).map_err(io_error)?;
+    let size = file.metadata().map_err(io_error)?.len();
+    let mut bytes = Vec::with_capacity(HEADER_LEN);
+    file.take(HEADER_LEN as u64)
+        .read_to_end(&mut bytes)
+        .map_err(io_error)?;
+    let header = parse_header(path, &bytes, size)?;
+    check_size(path, &header, size)?;
+    Ok(header)
+}
+
+/// The chunk files of `dir`, sorted by name (which is write order). A
+/// missing directory holds no chunks.
+pub fn list_chunks(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
+    let io_error = |source| DataError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(e)),
+    };
+    let mut chunks = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_error)?;
+        if entry.file_name().to_str().and_then(chunk_number).is_some() {
+            chunks.push(entry.path());
+        }
+    }
+    chunks.sort();
+    Ok(chunks)
+}
+
+/// The path for the next chunk of `dir`: one past the highest number there
+/// (`chunk-00000000.mzg` in an empty or missing directory). Meant for a
+/// single writer per directory.
+pub fn next_chunk_path(dir: &Path) -> PathBuf {
+    let next = list_chunks(dir)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().and_then(chunk_number))
+        .max()
+        .map_or(0, |n| n + 1);
+    dir.join(format!("chunk-{next:08}.mzg"))
+}
+
+/// The number in `chunk-NNNNNNNN.mzg`; temporary files and others are `None`.
+fn chunk_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("chunk-")?.strip_suffix(".mzg")?;
+    if digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Replays `game`: every move legal, visits one per legal move with a
+/// positive total, search values in [-1, 1].
+fn validate(path: &Path, index: usize, game: &GameRecord) -> Result<(), DataError> {
+    let mut pos = game.start;
+    for (ply, record) in game.moves.iter().enumerate() {
+        let invalid = |what: String| DataError::Invalid {
+            path: path.to_path_buf(),
+            game: index,
+            ply,
+            what,
+        };
+        let legal = pos.legal_moves();
+        if !legal.contains(&record.mv) {
+            return Err(DataError::IllegalMove {
+                path: path.to_path_buf(),
+                game: index,
+                ply,
+                mv: record.mv.to_string(),
+            });
+        }
+        if !record.visits.is_empty() {
+            if record.visits.len() != legal.len() {
+                return Err(DataError::Visits {
+                    path: path.to_path_buf(),
+                    game: index,
+                    ply,
+                    len: record.visits.len(),
+                    legal: legal.len(),
+                });
+            }
+            if record.visits.iter().all(|&v| v == 0) {
+                return Err(invalid("policy target with no visits".into()));
+            }
+        }
+        if !(-1.0..=1.0).contains(&record.search_value) {
+            return Err(invalid(format!(
+                "search value {} outside [-1, 1]",
+                record.search_value
+            )));
+        }
+        pos = pos.after(record.mv);
+    }
+    Ok(())
+}
+
+fn encode_chunk(games: &[GameRecord]) -> Vec<u8> {
+    // Counts and lengths fit their fields by far: a FEN is about 100 bytes,
+    // and 2^32 games or plies would not fit in memory.
+    let count = u32::try_from(games.len()).expect("game count fits u32");
+    let mut body = Vec::new();
+    for game in games {
+        encode_game(&mut body, game);
+    }
+    let samples: u64 = games.iter().map(|g| g.samples() as u64).sum();
+    let mut bytes = Vec::with_capacity(HEADER_LEN + body.len() + CRC_LEN);
+    bytes.extend_from_slice(&MAGIC);
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&count.to_le_bytes());
+    bytes.extend_from_slice(&samples.to_le_bytes());
+    bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    bytes.extend_from_slice(&body);
+    let crc = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+fn encode_game(out: &mut Vec<u8>, game: &GameRecord) {
+    out.push(match game.start.rules() {
+        Rules::Full => 0,
+        Rules::Base => 1,
+    });
+    let fen = game.start.fen();
+    let fen_len = u16::try_from(fen.len()).expect("FEN fits u16");
+    out.extend_from_slice(&fen_len.to_le_bytes());
+    out.extend_from_slice(fen.as_bytes());
+    out.push(match game.outcome.winner {
+        None => 0,
+        Some(Color::White) => 1,
+        Some(Color::Black) => 2,
+    });
+    let reason = REASONS.iter().position(|&r| r == game.outcome.reason);
+    out.push(reason.expect("REASONS lists every reason") as u8);
+    out.extend_from_slice(&game.network.to_le_bytes());
+    let plies = u32::try_from(game.moves.len()).expect("plies fit u32");
+    out.extend_from_slice(&plies.to_le_bytes());
+    let mut dense = Vec::new();
+    let mut sparse = Vec::new();
+    for record in &game.moves {
+        out.push(record.mv.from.index() as u8);
+        out.push(record.mv.to.index() as u8);
+        out.push(record.mv.promotion.map_or(0, |k| k.index() as u8 + 1));
+        if record.visits.is_empty() {
+            out.push(0);
+            out.extend_from_slice(&record.search_value.to_le_bytes());
+            continue;
+        }
+        dense.clear();
+        sparse.clear();
+        for &v in &record.visits {
+            put_varint(&mut dense, v as u64);
+        }
+        let nonzero = record.visits.iter().filter(|&&v| v != 0).count();
+        put_varint(&mut sparse, nonzero as u64);
+        let mut next = 0;
+        for (i, &v) in record.visits.iter().enumerate().filter(|(_, &v)| v != 0) {
+            put_varint(&mut sparse, (i - next) as u64);
+            put_varint(&mut sparse, v as u64);
+            next = i + 1;
+        }
+        let (flags, visits) = if sparse.len() < dense.len() {
+            (FLAG_TARGET | FLAG_SPARSE, &sparse)
+        } else {
+            (FLAG_TARGET, &dense)
+        };
+        out.push(flags);
+        out.extend_from_slice(&record.search_value.to_le_bytes());
+        put_varint(out, record.visits.len() as u64);
+        out.extend_from_slice(visits);
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn parse_header(path: &Path, bytes: &[u8], size: u64) -> Result<ChunkHeader, DataError> {
+    if bytes.len() >= MAGIC.len() && bytes[..MAGIC.len()] != MAGIC {
+        return Err(DataError::BadMagic {
+            path: path.to_path_buf(),
+        });
+    }
+    if bytes.len() < HEADER_LEN {
+        // Too short to give its own length: report the least a chunk holds.
+        return Err(DataError::Truncated {
+            path: path.to_path_buf(),
+            size,
+            expected: (HEADER_LEN + CRC_LEN) as u64,
+        });
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let version = u32_at(8);
+    if version != VERSION {
+        return Err(DataError::Version {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    Ok(ChunkHeader {
+        games: u32_at(12),
+        samples: u64_at(16),
+        body_len: u64_at(24),
+    })
+}
+
+fn check_size(path: &Path, header: &ChunkHeader, size: u64) -> Result<(), DataError> {
+    // A corrupt length may overflow: treat it as longer than any file.
+    let expected = header
+        .body_len
+        .saturating_add((HEADER_LEN + CRC_LEN) as u64);
+    if size < expected {
+        return Err(DataError::Truncated {
+            path: path.to_path_buf(),
+            size,
+            expected,
+        });
+    }
+    if size > expected {
+        return Err(DataError::TrailingBytes {
+            path: path.to_path_buf(),
+            size,
+            expected,
+        });
+    }
+    Ok(())
+}
+
+fn decode_chunk(path: &Path, bytes: &[u8]) -> Result<Vec<GameRecord>, DataError> {
+    let size = bytes.len() as u64;
+    let header = parse_header(path, bytes, size)?;
+    check_size(path, &header, size)?;
+    let (content, crc) = bytes.split_at(bytes.len() - CRC_LEN);
+    let stored = u32::from_le_bytes(crc.try_into().expect("4 bytes"));
+    let computed = crc32fast::hash(content);
+    if stored != computed {
+        return Err(DataError::Checksum {
+            path: path.to_path_buf(),
+            stored,
+            computed,
+        });
+    }
+    let mut reader = Reader {
+        bytes: &content[HEADER_LEN..],
+    };
+    // The CRC vouches for the count, yet never trust it for an allocation.
+    let mut games = Vec::with_capacity((header.games as usize).min(1024));
+    for index in 0..header.games as usize {
+        let game = decode_game(path, index, &mut reader)?;
+        validate(path, index, &game)?;
+        games.push(game);
+    }
+    if !reader.bytes.is_empty() {
+        return Err(DataError::Corrupt {
+            path: path.to_path_buf(),
+            game: games.len(),
+            what: format!("{} bytes after the last game", reader.bytes.len()),
+        });
+    }
+    let samples: u64 = games.iter().map(|g| g.samples() as u64).sum();
+    if samples != header.samples {
+        return Err(DataError::SampleCount {
+            path: path.to_path_buf(),
+            header: header.samples,
+            body: samples,
+        });
+    }
+    Ok(games)
+}
+
+/// The body of a chunk, consumed from the front.
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        if self.bytes.len() < n {
+            return Err("body ends inside a game");
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Ok(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], &'static str> {
+        Ok(self.take(N)?.try_into().expect("N bytes"))
+    }
+
+    fn u8(&mut self) -> Result<u8, &'static str> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn varint(&mut self) -> Result<u64, &'static str> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.u8()?;
+            v |= ((byte & 0x7f) as u64) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err("varint longer than 64 bits")
+    }
+
+    fn varint_u32(&mut self) -> Result<u32, &'static str> {
+        u32::try_from(self.varint()?).map_err(|_| "visit count above u32")
+    }
+}
+
+fn decode_game(path: &Path, index: usize, r: &mut Reader) -> Result<GameRecord, DataError> {
+    let corrupt = |what: &str| DataError::Corrupt {
+        path: path.to_path_buf(),
+        game: index,
+        what: what.into(),
+    };
+    let rules = match r.u8().map_err(corrupt)? {
+        0 => Rules::Full,
+        1 => Rules::Base,
+        _ => return Err(corrupt("unknown rule set")),
+    };
+    let fen_len = u16::from_le_bytes(r.array().map_err(corrupt)?) as usize;
+    let fen = std::str::from_utf8(r.take(fen_len).map_err(corrupt)?)
+        .map_err(|_| corrupt("FEN is not UTF-8"))?;
+    let start = Position::from_fen_with_rules(fen, rules).map_err(|source| DataError::Fen {
+        path: path.to_path_buf(),
+        game: index,
+        source,
+    })?;
+    let winner = match r.u8().map_err(corrupt)? {
+        0 => None,
+        1 => Some(Color::White),
+        2 => Some(Color::Black),
+        _ => return Err(corrupt("unknown winner")),
+    };
+    let reason = *REASONS
+        .get(r.u8().map_err(corrupt)? as usize)
+        .ok_or_else(|| corrupt("unknown reason"))?;
+    let network = u32::from_le_bytes(r.array().map_err(corrupt)?);
+    let plies = u32::from_le_bytes(r.array().map_err(corrupt)?) as usize;
+    // A move takes at least 8 bytes: never allocate past what the body holds.
+    let mut moves = Vec::with_capacity(plies.min(r.bytes.len() / 8));
+    for _ in 0..plies {
+        moves.push(decode_move(r).map_err(corrupt)?);
+    }
+    Ok(GameRecord {
+        start,
+        moves,
+        outcome: Outcome { winner, reason },
+        network,
+    })
+}
+
+fn decode_move(r: &mut Reader) -> Result<MoveRecord, &'static str> {
+    let square = |b: u8| {
+        if (b as usize) < NUM_SQUARES {
+            Ok(Square::new(b))
+        } else {
+            Err("square off the board")
+        }
+    };
+    let from = square(r.u8()?)?;
+    let to = square(r.u8()?)?;
+    let promotion = match r.u8()? {
+        0 => None,
+        k @ 1..=6 => Some(Kind::from_index(k as usize - 1)),
+        _ => return Err("unknown promotion kind"),
+    };
+    let flags = r.u8()?;
+    if flags & !(FLAG_TARGET | FLAG_SPARSE) != 0 || flags == FLAG_SPARSE {
+        return Err("unknown move flags");
+    }
+    let search_value = f32::from_le_bytes(r.array()?);
+    let mut visits = Vec::new();
+    if flags & FLAG_TARGET != 0 {
+        let len = r.varint()?;
+        // No position has more legal moves than a move list holds.
+        if len == 0 || len > MAX_MOVES as u64 {
+            return Err("visit vector length out of range");
+        }
+        let len = len as usize;
+        if flags & FLAG_SPARSE == 0 {
+            for _ in 0..len {
+                visits.push(r.varint_u32()?);
+            }
+        } else {
+            visits.resize(len, 0);
+            let nonzero = r.varint()?;
+            let mut next = 0u64;
+            for _ in 0..nonzero {
+                let at = next.saturating_add(r.varint()?);
+                let count = r.varint_u32()?;
+                if at >= len as u64 || count == 0 {
+                    return Err("bad sparse visit entry");
+                }
+                visits[at as usize] = count;
+                next = at + 1;
+            }
+        }
+    }
+    Ok(MoveRecord {
+        mv: Move {
+            from,
+            to,
+            promotion,
+        },
+        visits,
+        search_value,
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+
+    /// A game of random legal moves from `start`, with random visits (some
+    /// empty, some sparse, some dense) and the given outcome.
+    pub(crate) fn random_game(
+        rng: &mut SmallRng,
+        start: Position,
+        plies: usize,
+        outcome: Outcome,
+    ) -> GameRecord {
+        let mut pos = start;
+        let mut moves = Vec::new();
+        for _ in 0..plies {
+            let legal = pos.legal_moves();
+            if legal.is_empty() {
+                break;
+            }
+            let mv = legal[rng.random_range(0..legal.len())];
+            let visits = match rng.random_range(0..4) {
+                0 => Vec::new(),
+                1 => {
+                    let mut v = vec![0; legal.len()];
+                    v[rng.random_range(0..legal.len())] = rng.random_range(1..1000);
+                    v
+                }
+                2 => (0..legal.len()).map(|_| rng.random_range(1..300)).collect(),
+                // Mostly zeros, the rest of any size up to u32::MAX.
+                _ => {
+                    let mut v: Vec<u32> = (0..legal.len())
+                        .map(|_| match rng.random_bool(0.7) {
+                            true => 0,
+                            false => rng.random::<u32>() >> rng.random_range(0..32),
+                        })
+                        .collect();
+                    v[0] = v[0].max(1);
+                    v
+                }
+            };
+            moves.push(MoveRecord {
+                mv,
+                visits,
+                search_value: rng.random_range(-1.0..=1.0),
+            });
+            pos = pos.after(mv);
+        }
+        GameRecord {
+            start,
+            moves,
+            outcome,
+            network: rng.random(),
+        }
+    }
+
+    fn all_outcomes() -> Vec<Outcome> {
+        let mut outcomes = Vec::new();
+        for reason in REASONS {
+            outcomes.push(Outcome::draw(reason));
+            outcomes.push(Outcome::win(Color::White, reason));
+            outcomes.push(Outcome::win(Color::Black, reason));
+        }
+        outcomes
+    }
+
+    const OTHER_FEN: &str =
+        "r1nbqkbn1r/pp1ppppppp/2n7/10/2p7/10/10/4N5/PPPPPPPPPP/RNNBQKB2R b KQkq - 3 5";
+
+    fn small_games(rng: &mut SmallRng) -> Vec<GameRecord> {
+        vec![
+            random_game(rng, Position::start(), 6, Outcome::draw(Reason::Threefold)),
+            random_game(
+                rng,
+                Position::from_fen(OTHER_FEN).unwrap(),
+                4,
+                Outcome::win(Color::Black, Reason::Adjudication),
+            ),
+        ]
+    }
+
+    #[test]
+    fn round_trip_random_games() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut games = Vec::new();
+        for (i, outcome) in all_outcomes().into_iter().enumerate() {
+            let start = if i % 2 == 0 {
+                Position::start()
+            } else {
+                Position::from_fen(OTHER_FEN).unwrap()
+            };
+            let plies = rng.random_range(0..120);
+            games.push(random_game(&mut rng, start, plies, outcome));
+        }
+        games.push(random_game(
+            &mut rng,
+            Position::start().with_rules(Rules::Base),
+            40,
+            Outcome::draw(Reason::FiftyMove),
+        ));
+        let path = next_chunk_path(dir);
+        write_chunk(&path, &games).unwrap();
+        assert_eq!(read_chunk(&path).unwrap(), games);
+        let header = read_chunk_header(&path).unwrap();
+        assert_eq!(header.games as usize, games.len());
+        let samples: usize = games.iter().map(GameRecord::samples).sum();
+        assert_eq!(header.samples, samples as u64);
+        // An empty chunk is valid too.
+        let empty = next_chunk_path(dir);
+        write_chunk(&empty, &[]).unwrap();
+        assert!(read_chunk(&empty).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let mut rng = SmallRng::seed_from_u64(2);
+        let path = dir.join("chunk-00000000.mzg");
+        write_chunk(&path, &small_games(&mut rng)).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let damaged = dir.join("damaged.mzg");
+        for len in 0..bytes.len() {
+            let err = decode_chunk(&damaged, &bytes[..len]).unwrap_err();
+            assert!(matches!(err, DataError::Truncated { .. }), "{len}: {err}");
+        }
+        for at in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut copy = bytes.clone();
+                copy[at] ^= 1 << bit;
+                assert!(decode_chunk(&damaged, &copy).is_err(), "flip at {at}");
+            }
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(
+            decode_chunk(&damaged, &longer),
+            Err(DataError::TrailingBytes { .. })
+        ));
+        // Through the file system: a truncated file fails both readers.
+        std::fs::write(&damaged, &bytes[..bytes.len() - 1]).unwrap();
+        assert!(matches!(
+            read_chunk(&damaged),
+            Err(DataError::Truncated { .. })
+        ));
+        assert!(matches!(
+            read_chunk_header(&damaged),
+            Err(DataError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let path = Path::new("fuzz.mzg");
+        let valid = encode_chunk(&small_games(&mut rng));
+        let with_crc = |mut bytes: Vec<u8>| {
+            let crc = crc32fast::hash(&bytes);
+            bytes.extend_from_slice(&crc.to_le_bytes());
+            bytes
+        };
+        for _ in 0..3000 {
+            let len = rng.random_range(0..200);
+            let noise: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            assert!(decode_chunk(path, &noise).is_err());
+            // Noise behind a valid header, with a matching CRC, reaches the
+            // body decoder.
+            let mut bytes = valid[..HEADER_LEN].to_vec();
+            bytes[24..32].copy_from_slice(&(noise.len() as u64).to_le_bytes());
+            bytes.extend_from_slice(&noise);
+            let _ = decode_chunk(path, &with_crc(bytes));
+            // So does a valid body with a few bytes scrambled.
+            let mut bytes = valid[..valid.len() - CRC_LEN].to_vec();
+            for _ in 0..rng.random_range(1..4) {
+                let at = rng.random_range(HEADER_LEN..bytes.len());
+                bytes[at] = rng.random();
+            }
+            let _ = decode_chunk(path, &with_crc(bytes));
+        }
+    }
+
+    #[test]
+    fn writer_rejects_bad_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("chunk-00000000.mzg");
+        let mut rng = SmallRng::seed_from_u64(4);
+        let outcome = Outcome::draw(Reason::Stalemate);
+        let good = random_game(&mut rng, Position::start(), 3, outcome);
+
+        let mut illegal = good.clone();
+        illegal.moves[1].mv = illegal.moves[0].mv;
+        let err = write_chunk(&path, &[good.clone(), illegal]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DataError::IllegalMove {
+                    game: 1,
+                    ply: 1,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let legal = Position::start().legal_moves().len();
+        let mut short = good.clone();
+        short.moves[0].visits = vec![1; 3];
+        let err = write_chunk(&path, &[short]).unwrap_err();
+        assert!(
+            matches!(err, DataError::Visits { ply: 0, len: 3, legal: l, .. } if l == legal),
+            "{err}"
+        );
+
+        let mut zero = good.clone();
+        zero.moves[0].visits = vec![0; legal];
+        assert!(matches!(
+            write_chunk(&path, &[zero]),
+            Err(DataError::Invalid { ply: 0, .. })
+        ));
+
+        let mut value = good.clone();
+        value.moves[2].search_value = f32::NAN;
+        assert!(matches!(
+            write_chunk(&path, &[value]),
+            Err(DataError::Invalid { ply: 2, .. })
+        ));
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn version_and_magic_are_checked() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let path = Path::new("v.mzg");
+        let mut bytes = encode_chunk(&small_games(&mut rng));
+        bytes[8] = 2;
+        assert!(matches!(
+            decode_chunk(path, &bytes),
+            Err(DataError::Version { found: 2, .. })
+        ));
+        bytes[0] = b'X';
+        assert!(matches!(
+            decode_chunk(path, &bytes),
+            Err(DataError::BadMagic { .. })
+        ));
+    }
+
+    #[test]
+    fn chunks_are_listed_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        assert!(list_chunks(&dir.join("missing")).unwrap().is_empty());
+        assert_eq!(
+            next_chunk_path(&dir.join("missing")),
+            dir.join("missing/chunk-00000000.mzg")
+        );
+        for name in [
+            "chunk-00000002.mzg",
+            "chunk-00000000.mzg",
+            ".chunk-00000003.mzg.tmp12",
+            "chunk-1.mzg",
+            "notes.txt",
+        ] {
+            std::fs::write(dir.join(name), b"").unwrap();
+        }
+        assert_eq!(
+            list_chunks(dir).unwrap(),
+            vec![
+                dir.join("chunk-00000000.mzg"),
+                dir.join("chunk-00000002.mzg")
+            ]
+        );
+        assert_eq!(next_chunk_path(dir), dir.join("chunk-00000003.mzg"));
+    }
+}

@@ -1,0 +1,726 @@
+//! The replay buffer of recent self-play games and the training batches
+//! drawn from it.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Arc;
+
+use engine::{Color, EvalRequest, Game, Move, Position};
+use models::encoding::{encode, EncoderConfig};
+use models::policy::{move_index, POLICY_SIZE};
+use rand::Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::data::{self, DataError, GameRecord};
+
+/// The window of recent samples that training draws from. It grows with the
+/// data as KataGo's does: samples of the first, weak networks leave it soon
+/// while it is small, and it keeps growing, sublinearly, after that.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplayConfig {
+    /// The window holds every sample until there are this many.
+    pub min_window: usize,
+    /// Exponent of the growth.
+    pub alpha: f64,
+    /// Slope of the growth at `min_window`.
+    pub beta: f64,
+    /// Largest window.
+    pub max_window: usize,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> ReplayConfig {
+        ReplayConfig {
+            min_window: 20_000,
+            alpha: 0.75,
+            beta: 0.4,
+            max_window: 2_000_000,
+        }
+    }
+}
+
+impl ReplayConfig {
+    /// These bounds keep `total - window(total)` from ever decreasing, so a
+    /// dropped game never belongs in the window again.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.min_window == 0 {
+            return Err("min_window = 0 (expected at least 1)".into());
+        }
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return Err(format!("alpha = {} (expected 0 < alpha <= 1)", self.alpha));
+        }
+        if !(0.0..=1.0).contains(&self.beta) {
+            return Err(format!("beta = {} (expected 0..=1)", self.beta));
+        }
+        if self.max_window < self.min_window {
+            return Err(format!(
+                "max_window = {} is below min_window = {}",
+                self.max_window, self.min_window
+            ));
+        }
+        Ok(())
+    }
+
+    /// Samples in the window once `total` samples were ever produced:
+    /// `min(total, max_window, max(min_window, min_window * (1 + beta *
+    /// ((total / min_window)^alpha - 1) / alpha)))`.
+    pub fn window(&self, total: u64) -> usize {
+        let min = self.min_window as f64;
+        let growth = ((total as f64 / min).powf(self.alpha) - 1.0) / self.alpha;
+        let window = (min * (1.0 + self.beta * growth))
+            .max(min)
+            .min(self.max_window as f64) as u64;
+        window.min(total) as usize
+    }
+}
+
+/// A game in the buffer and where its samples sit in the stream of every
+/// sample ever added.
+struct Entry {
+    game: Arc<GameRecord>,
+    /// Stream index of the game's first sample.
+    first: u64,
+    /// Plies with a policy target.
+    targets: Vec<u32>,
+}
+
+impl Entry {
+    fn end(&self) -> u64 {
+        self.first + self.targets.len() as u64
+    }
+}
+
+/// The most recent games, enough to cover the window; older ones are dropped.
+pub struct ReplayBuffer {
+    config: ReplayConfig,
+    games: VecDeque<Entry>,
+    total: u64,
+}
+
+/// One training position with its targets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainingSample {
+    /// Up to `history` positions, oldest first, the current one last.
+    pub history: Vec<Position>,
+    /// How many times the current position occurred before.
+    pub repetitions: u8,
+    /// The legal moves.
+    pub moves: Vec<Move>,
+    /// The root visits, normalised; one per move, same order.
+    pub policy: Vec<f32>,
+    /// The final result from the side to move's view: win, draw, loss.
+    pub wdl: [f32; 3],
+    pub search_value: f32,
+}
+
+impl ReplayBuffer {
+    pub fn new(config: ReplayConfig) -> ReplayBuffer {
+        ReplayBuffer {
+            config,
+            games: VecDeque::new(),
+            total: 0,
+        }
+    }
+
+    pub fn config(&self) -> &ReplayConfig {
+        &self.config
+    }
+
+    /// Adds a game and drops the games that fell out of the window. A game
+    /// with no policy target adds no sample and is not kept.
+    pub fn add(&mut self, game: Arc<GameRecord>) {
+        let targets: Vec<u32> = (0..game.moves.len() as u32)
+            .filter(|&ply| !game.moves[ply as usize].visits.is_empty())
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let first = self.total;
+        self.total += targets.len() as u64;
+        self.games.push_back(Entry {
+            game,
+            first,
+            targets,
+        });
+        let start = self.window_start();
+        while self.games.front().is_some_and(|e| e.end() <= start) {
+            self.games.pop_front();
+        }
+    }
+
+    /// Fills a buffer from the chunks of `dir`, as if their games had been
+    /// added in order. Only the newest chunks that cover the window are read in
+    /// full; the older ones count through their headers. A damaged chunk is
+    /// skipped with a warning, and its samples do not count.
+    pub fn load_dir(
+        dir: &Path,
+        config: &ReplayConfig,
+    ) -> Result<(ReplayBuffer, Vec<String>), DataError> {
+        let mut warnings = Vec::new();
+        let mut headers = Vec::new();
+        for path in data::list_chunks(dir)? {
+            match data::read_chunk_header(&path) {
+                Ok(header) => headers.push((path, header.samples)),
+                Err(e) => warnings.push(format!("skipped damaged chunk: {e}")),
+            }
+        }
+        let mut total: u64 = headers.iter().map(|(_, samples)| samples).sum();
+        let mut loaded = Vec::new();
+        let mut covered = 0;
+        for (path, samples) in headers.iter().rev() {
+            if covered >= config.window(total) as u64 {
+                break;
+            }
+            match data::read_chunk(path) {
+                Ok(games) => {
+                    covered += samples;
+                    loaded.push(games);
+                }
+                Err(e) => {
+                    total -= samples;
+                    warnings.push(format!("skipped damaged chunk: {e}"));
+                }
+            }
+        }
+        let mut buffer = ReplayBuffer::new(*config);
+        buffer.total = total - covered;
+        for game in loaded.into_iter().rev().flatten() {
+            buffer.add(Arc::new(game));
+        }
+        Ok((buffer, warnings))
+    }
+
+    /// Samples ever added, dropped ones included.
+    pub fn total_samples_ever(&self) -> u64 {
+        self.total
+    }
+
+    pub fn samples_in_window(&self) -> usize {
+        self.config.window(self.total)
+    }
+
+    /// Games with a sample in the window (the oldest may be partly outside).
+    pub fn games_in_window(&self) -> usize {
+        self.games.len()
+    }
+
+    /// Stream index of the oldest sample in the window.
+    fn window_start(&self) -> u64 {
+        self.total - self.samples_in_window() as u64
+    }
+
+    /// Draws `n` samples uniformly, with replacement, from the window, each
+    /// with up to `history` positions; none from an empty buffer.
+    pub fn sample<R: Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+        n: usize,
+        history: usize,
+    ) -> Vec<TrainingSample> {
+        if self.total == 0 {
+            return Vec::new();
+        }
+        let start = self.window_start();
+        let picks: Vec<(&Entry, u32)> = (0..n)
+            .map(|_| {
+                let at = rng.random_range(start..self.total);
+                let entry = &self.games[self.games.partition_point(|e| e.end() <= at)];
+                (entry, entry.targets[(at - entry.first) as usize])
+            })
+            .collect();
+        picks
+            .into_par_iter()
+            .map(|(entry, ply)| training_sample(&entry.game, ply as usize, history))
+            .collect()
+    }
+}
+
+/// The sample at `ply` of `game` (a policy-target ply), with up to
+/// `history` positions. It replays the game from its start so that the
+/// repetition count is right.
+pub fn training_sample(game: &GameRecord, ply: usize, history: usize) -> TrainingSample {
+    let mut replay = Game::new(game.start);
+    let mut past = VecDeque::with_capacity(history + 1);
+    past.push_back(game.start);
+    for record in &game.moves[..ply] {
+        replay.play_unchecked(record.mv);
+        past.push_back(*replay.position());
+        if past.len() > history {
+            past.pop_front();
+        }
+    }
+    let pos = *replay.position();
+    let record = &game.moves[ply];
+    let total: f64 = record.visits.iter().map(|&v| v as f64).sum();
+    TrainingSample {
+        history: past.into(),
+        repetitions: replay.repetitions().min(u8::MAX as usize) as u8,
+        moves: pos.legal_moves().to_vec(),
+        policy: record
+            .visits
+            .iter()
+            .map(|&v| (v as f64 / total) as f32)
+            .collect(),
+        wdl: wdl_for(game.outcome.winner, pos.side_to_move()),
+        search_value: record.search_value,
+    }
+}
+
+fn wdl_for(winner: Option<Color>, us: Color) -> [f32; 3] {
+    match winner {
+        Some(w) if w == us => [1.0, 0.0, 0.0],
+        Some(_) => [0.0, 0.0, 1.0],
+        None => [0.0, 1.0, 0.0],
+    }
+}
+
+/// A training batch, row-major, one row per sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Batch {
+    /// `n * input_len` encoded planes.
+    pub inputs: Vec<f32>,
+    /// `n * POLICY_SIZE` policy targets.
+    pub policy: Vec<f32>,
+    /// `n * POLICY_SIZE`: 1 where the move is legal, else 0.
+    pub legal: Vec<f32>,
+    /// `n * 3` win, draw, loss targets.
+    pub wdl: Vec<f32>,
+    pub n: usize,
+}
+
+/// Encodes `samples`, in parallel.
+pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig) -> Batch {
+    let n = samples.len();
+    let input_len = encoder.input_len();
+    let mut batch = Batch {
+        inputs: vec![0.0; n * input_len],
+        policy: vec![0.0; n * POLICY_SIZE],
+        legal: vec![0.0; n * POLICY_SIZE],
+        wdl: vec![0.0; n * 3],
+        n,
+    };
+    batch
+        .inputs
+        .par_chunks_mut(input_len)
+        .zip(batch.policy.par_chunks_mut(POLICY_SIZE))
+        .zip(batch.legal.par_chunks_mut(POLICY_SIZE))
+        .zip(batch.wdl.par_chunks_mut(3))
+        .zip(samples.par_iter())
+        .for_each(|((((input, policy), legal), wdl), sample)| {
+            let request = EvalRequest {
+                history: &sample.history,
+                repetitions: sample.repetitions,
+                moves: &sample.moves,
+            };
+            encode(encoder, &request, input);
+            let side = request.position().side_to_move();
+            for (&mv, &p) in sample.moves.iter().zip(&sample.policy) {
+                let index = move_index(side, mv).expect("a legal move has a policy index");
+                policy[index] = p;
+                legal[index] = 1.0;
+            }
+            wdl.copy_from_slice(&sample.wdl);
+        });
+    batch
+}
+
+/// Caps how often, on average, each new sample is trained on: steps are
+/// allowed while `steps * batch_size <= new_samples * max_reuse`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ReuseLimiter {
+    pub max_reuse: f64,
+}
+
+impl ReuseLimiter {
+    /// Training steps allowed now beyond the `steps_done` already taken.
+    pub fn allowed_steps(
+        &self,
+        new_samples_since_start: u64,
+        batch_size: usize,
+        steps_done: u64,
+    ) -> u64 {
+        if batch_size == 0 {
+            return 0;
+        }
+        // The cast saturates: a negative or NaN budget allows nothing.
+        let budget =
+            (new_samples_since_start as f64 * self.max_reuse / batch_size as f64).floor() as u64;
+        budget.saturating_sub(steps_done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::tests::random_game;
+    use crate::data::{write_chunk, MoveRecord};
+    use engine::{Outcome, Reason};
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    fn config(min_window: usize, max_window: usize) -> ReplayConfig {
+        ReplayConfig {
+            min_window,
+            max_window,
+            ..ReplayConfig::default()
+        }
+    }
+
+    /// A game whose every ply is a policy target, `plies` long.
+    fn full_game(rng: &mut SmallRng, plies: usize, outcome: Outcome) -> GameRecord {
+        let mut game = random_game(rng, Position::start(), plies, outcome);
+        let mut pos = game.start;
+        for record in &mut game.moves {
+            record.visits = (1..=pos.legal_moves().len() as u32).collect();
+            pos = pos.after(record.mv);
+        }
+        game
+    }
+
+    #[test]
+    fn window_formula() {
+        let c = ReplayConfig::default();
+        c.validate().unwrap();
+        assert_eq!(c.window(0), 0);
+        assert_eq!(c.window(5_000), 5_000);
+        assert_eq!(c.window(20_000), 20_000);
+        // min * (1 + 0.4 * (10^0.75 - 1) / 0.75) at ten times min_window.
+        let expected = 20_000.0 * (1.0 + 0.4 * (10f64.powf(0.75) - 1.0) / 0.75);
+        assert_eq!(c.window(200_000), expected as usize);
+        assert_eq!(c.window(u64::MAX / 2), 2_000_000);
+        // The window grows, and so does its start.
+        let (mut last, mut last_start) = (0, 0);
+        for total in (0..50_000_000).step_by(99_991) {
+            let w = c.window(total);
+            assert!(w >= last && w as u64 <= total, "window({total}) = {w}");
+            assert!(total - w as u64 >= last_start, "window({total}) = {w}");
+            (last, last_start) = (w, total - w as u64);
+        }
+        assert!(ReplayConfig { alpha: 1.5, ..c }.validate().is_err());
+        assert!(ReplayConfig { min_window: 0, ..c }.validate().is_err());
+        assert!(ReplayConfig {
+            max_window: 10,
+            ..c
+        }
+        .validate()
+        .is_err());
+    }
+
+    #[test]
+    fn config_reads_from_toml_with_defaults() {
+        let c: ReplayConfig = toml::from_str("min_window = 100").unwrap();
+        assert_eq!(
+            c,
+            ReplayConfig {
+                min_window: 100,
+                ..ReplayConfig::default()
+            }
+        );
+        assert!(toml::from_str::<ReplayConfig>("window = 100").is_err());
+    }
+
+    #[test]
+    fn old_games_leave_the_window() {
+        let mut rng = SmallRng::seed_from_u64(10);
+        let mut buffer = ReplayBuffer::new(config(50, 80));
+        let mut added = Vec::new();
+        for _ in 0..40 {
+            let game = Arc::new(full_game(&mut rng, 10, Outcome::draw(Reason::Adjudication)));
+            buffer.add(game.clone());
+            added.push(game);
+            let total = buffer.total_samples_ever();
+            let window = buffer.samples_in_window() as u64;
+            assert_eq!(window as usize, buffer.config().window(total));
+            // The held games cover the window and the oldest is needed.
+            let held: u64 = buffer.games.iter().map(|e| e.targets.len() as u64).sum();
+            assert!(held >= window);
+            assert!(held - buffer.games[0].targets.len() as u64 <= window);
+            assert!(Arc::ptr_eq(
+                &buffer.games.back().unwrap().game,
+                added.last().unwrap()
+            ));
+        }
+        assert_eq!(buffer.total_samples_ever(), 400);
+        assert_eq!(buffer.samples_in_window(), 80);
+        assert_eq!(buffer.games_in_window(), 8);
+        // Dropped games are freed: only the buffer held the others.
+        assert_eq!(
+            added.iter().filter(|g| Arc::strong_count(g) == 2).count(),
+            8
+        );
+    }
+
+    #[test]
+    fn samples_come_from_policy_targets_in_the_window() {
+        let mut rng = SmallRng::seed_from_u64(11);
+        let mut buffer = ReplayBuffer::new(config(30, 30));
+        assert!(buffer.sample(&mut rng, 4, 4).is_empty());
+        // A game with no policy target adds nothing.
+        let mut fast = random_game(
+            &mut rng,
+            Position::start(),
+            6,
+            Outcome::draw(Reason::Threefold),
+        );
+        fast.moves.iter_mut().for_each(|m| m.visits.clear());
+        buffer.add(Arc::new(fast));
+        assert_eq!(
+            (buffer.total_samples_ever(), buffer.games_in_window()),
+            (0, 0)
+        );
+
+        let mut games = Vec::new();
+        for i in 0..8 {
+            // Network numbers tell games apart; only odd plies are targets.
+            let mut game = full_game(&mut rng, 8, Outcome::win(Color::White, Reason::Checkmate));
+            game.network = i;
+            for (ply, record) in game.moves.iter_mut().enumerate() {
+                if ply % 2 == 0 {
+                    record.visits.clear();
+                }
+            }
+            buffer.add(Arc::new(game.clone()));
+            games.push(game);
+        }
+        // 32 samples, the window holds the last 30: the two oldest of game 0 are out.
+        assert_eq!(buffer.total_samples_ever(), 32);
+        // Search values are random: they tell each (game, ply) apart.
+        let by_value: std::collections::HashMap<u32, (usize, usize)> = games
+            .iter()
+            .enumerate()
+            .flat_map(|(g, game)| {
+                let plies = game.moves.iter().enumerate();
+                plies.map(move |(ply, m)| (m.search_value.to_bits(), (g, ply)))
+            })
+            .collect();
+        assert_eq!(by_value.len(), 64);
+        let samples = buffer.sample(&mut rng, 2000, 3);
+        assert_eq!(samples.len(), 2000);
+        let mut seen = std::collections::HashSet::new();
+        for sample in &samples {
+            let (game, ply) = by_value[&sample.search_value.to_bits()];
+            assert_eq!(*sample, training_sample(&games[game], ply, 3));
+            assert_eq!(ply % 2, 1, "only policy-target plies are sampled");
+            assert!(
+                game > 0 || ply >= 5,
+                "game 0 ply {ply} is outside the window"
+            );
+            seen.insert((game, ply));
+        }
+        assert_eq!(seen.len(), 30, "every sample in the window is drawn");
+    }
+
+    #[test]
+    fn targets_line_up_with_the_game() {
+        let mut rng = SmallRng::seed_from_u64(12);
+        for winner in [Some(Color::White), Some(Color::Black), None] {
+            let outcome = Outcome {
+                winner,
+                reason: Reason::Adjudication,
+            };
+            let game = full_game(&mut rng, 12, outcome);
+            for ply in 0..game.moves.len() {
+                let sample = training_sample(&game, ply, 4);
+                let mut positions = vec![game.start];
+                for record in &game.moves[..ply] {
+                    positions.push(positions.last().unwrap().after(record.mv));
+                }
+                let keep = positions.len().min(4);
+                assert_eq!(sample.history, positions[positions.len() - keep..]);
+                let pos = *positions.last().unwrap();
+                assert_eq!(sample.moves, pos.legal_moves().to_vec());
+                assert!(sample.moves.contains(&game.moves[ply].mv));
+                assert_eq!(sample.policy.len(), sample.moves.len());
+                assert!((sample.policy.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+                // Visits 1..=n: the last move has the largest share.
+                let n = sample.moves.len() as f32;
+                let last = *sample.policy.last().unwrap();
+                assert!((last - n / (n * (n + 1.0) / 2.0)).abs() < 1e-6);
+                assert_eq!(sample.search_value, game.moves[ply].search_value);
+                let expected = match winner {
+                    None => [0.0, 1.0, 0.0],
+                    Some(w) if w == pos.side_to_move() => [1.0, 0.0, 0.0],
+                    Some(_) => [0.0, 0.0, 1.0],
+                };
+                assert_eq!(sample.wdl, expected, "ply {ply} winner {winner:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn repetitions_come_from_the_replay() {
+        // Kings step out and back: positions recur.
+        let start = Position::from_fen("4k5/p9/10/10/10/10/10/10/P9/4K5 w - - 0 11").unwrap();
+        let mut replay = Game::new(start);
+        let mut moves = Vec::new();
+        let mut expected = Vec::new();
+        for text in ["e1e2", "e10e9", "e2e1", "e9e10"].iter().cycle().take(9) {
+            let pos = *replay.position();
+            let mv = pos.parse_move(text).unwrap();
+            expected.push(replay.repetitions() as u8);
+            moves.push(MoveRecord {
+                mv,
+                visits: vec![1; pos.legal_moves().len()],
+                search_value: 0.0,
+            });
+            replay.play(mv).unwrap();
+        }
+        assert!(expected.iter().any(|&r| r >= 1), "{expected:?}");
+        let game = GameRecord {
+            start,
+            moves,
+            outcome: Outcome::draw(Reason::Threefold),
+            network: 0,
+        };
+        let found: Vec<u8> = (0..9)
+            .map(|ply| training_sample(&game, ply, 2).repetitions)
+            .collect();
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn batch_layout() {
+        let mut rng = SmallRng::seed_from_u64(13);
+        let mut buffer = ReplayBuffer::new(config(100, 100));
+        for _ in 0..5 {
+            buffer.add(Arc::new(random_game(
+                &mut rng,
+                Position::start(),
+                30,
+                Outcome::win(Color::Black, Reason::KingQuota),
+            )));
+        }
+        let encoder = EncoderConfig { history: 2 };
+        let samples = buffer.sample(&mut rng, 16, encoder.history);
+        let batch = build_batch(&samples, &encoder);
+        assert_eq!(batch.n, 16);
+        assert_eq!(batch.inputs.len(), 16 * encoder.input_len());
+        assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
+        assert_eq!(batch.legal.len(), 16 * POLICY_SIZE);
+        assert_eq!(batch.wdl.len(), 16 * 3);
+        for (i, sample) in samples.iter().enumerate() {
+            let rows = i * POLICY_SIZE..(i + 1) * POLICY_SIZE;
+            let (policy, legal) = (&batch.policy[rows.clone()], &batch.legal[rows]);
+            assert_eq!(
+                legal.iter().filter(|&&l| l == 1.0).count(),
+                sample.moves.len()
+            );
+            assert_eq!(
+                legal.iter().filter(|&&l| l != 0.0).count(),
+                sample.moves.len()
+            );
+            assert!(policy
+                .iter()
+                .zip(legal)
+                .all(|(&p, &l)| p == 0.0 || l == 1.0));
+            assert!((policy.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            let side = sample.history.last().unwrap().side_to_move();
+            for (&mv, &p) in sample.moves.iter().zip(&sample.policy) {
+                assert_eq!(policy[move_index(side, mv).unwrap()], p);
+            }
+            assert_eq!(batch.wdl[i * 3..i * 3 + 3], sample.wdl);
+            let mut input = vec![0.0; encoder.input_len()];
+            let request = EvalRequest {
+                history: &sample.history,
+                repetitions: sample.repetitions,
+                moves: &sample.moves,
+            };
+            encode(&encoder, &request, &mut input);
+            let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
+            assert_eq!(batch.inputs[row], input[..]);
+        }
+        assert_eq!(build_batch(&[], &encoder).n, 0);
+    }
+
+    #[test]
+    fn load_dir_matches_adding_and_skips_damage() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        let mut rng = SmallRng::seed_from_u64(14);
+        let config = config(40, 60);
+        let mut expected = ReplayBuffer::new(config);
+        for _ in 0..6 {
+            let games: Vec<GameRecord> = (0..3)
+                .map(|_| {
+                    random_game(
+                        &mut rng,
+                        Position::start(),
+                        20,
+                        Outcome::draw(Reason::FiftyMove),
+                    )
+                })
+                .collect();
+            write_chunk(&data::next_chunk_path(dir), &games).unwrap();
+            games.into_iter().for_each(|g| expected.add(Arc::new(g)));
+        }
+        let (buffer, warnings) = ReplayBuffer::load_dir(dir, &config).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(buffer.total_samples_ever(), expected.total_samples_ever());
+        assert_eq!(buffer.games_in_window(), expected.games_in_window());
+        for (a, b) in buffer.games.iter().zip(&expected.games) {
+            assert_eq!(
+                (a.first, &a.targets, &*a.game),
+                (b.first, &b.targets, &*b.game)
+            );
+        }
+
+        // Damage the newest chunk: its samples no longer count.
+        let chunks = data::list_chunks(dir).unwrap();
+        let newest = chunks.last().unwrap();
+        let lost = data::read_chunk_header(newest).unwrap().samples;
+        let mut bytes = std::fs::read(newest).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x10;
+        std::fs::write(newest, &bytes).unwrap();
+        // And truncate the oldest, which only its header would show.
+        let oldest = &chunks[0];
+        let lost_old = data::read_chunk_header(oldest).unwrap().samples;
+        let bytes = std::fs::read(oldest).unwrap();
+        std::fs::write(oldest, &bytes[..bytes.len() - 3]).unwrap();
+
+        let (buffer, warnings) = ReplayBuffer::load_dir(dir, &config).unwrap();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("checksum")),
+            "{warnings:?}"
+        );
+        assert!(
+            warnings.iter().any(|w| w.contains("truncated")),
+            "{warnings:?}"
+        );
+        assert_eq!(
+            buffer.total_samples_ever(),
+            expected.total_samples_ever() - lost - lost_old
+        );
+        assert!(buffer.games_in_window() > 0);
+        assert_eq!(
+            ReplayBuffer::load_dir(&dir.join("none"), &config)
+                .unwrap()
+                .0
+                .total_samples_ever(),
+            0
+        );
+    }
+
+    #[test]
+    fn reuse_limiter() {
+        let limiter = ReuseLimiter { max_reuse: 4.0 };
+        assert_eq!(limiter.allowed_steps(0, 256, 0), 0);
+        assert_eq!(limiter.allowed_steps(63, 256, 0), 0);
+        assert_eq!(limiter.allowed_steps(64, 256, 0), 1);
+        assert_eq!(limiter.allowed_steps(1000, 256, 0), 15);
+        assert_eq!(limiter.allowed_steps(1000, 256, 10), 5);
+        assert_eq!(limiter.allowed_steps(1000, 256, 20), 0);
+        assert_eq!(limiter.allowed_steps(1000, 0, 0), 0);
+        assert_eq!(
+            ReuseLimiter { max_reuse: 0.5 }.allowed_steps(1024, 256, 1),
+            1
+        );
+        assert_eq!(
+            ReuseLimiter { max_reuse: -1.0 }.allowed_steps(1024, 256, 0),
+            0
+        );
+    }
+}

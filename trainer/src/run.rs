@@ -1,0 +1,547 @@
+//! `mixzero train`: the AlphaZero loop in one process. Self-play workers feed
+//! the replay buffer through the inference server; the training steps run on
+//! the server's thread too, so one thread owns the device (and, on a CPU, one
+//! OpenMP team owns the cores); each checkpoint becomes the self-play net.
+//!
+//! A run directory holds the resolved config, the code version, checkpoints
+//! (`checkpoints/latest` names the newest), games and logs. Running the same
+//! command again resumes from it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use crossbeam_channel::RecvTimeoutError;
+use engine::pgn::write_pgn;
+use engine::{Color, Game};
+use models::net::Net;
+use models::server::{InferenceClient, InferenceServer};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::config::{Config, DEFAULT_TOML};
+use crate::data::{self, GameRecord};
+use crate::metrics::MetricsLog;
+use crate::progress::{Progress, Status};
+use crate::replay::{build_batch, ReplayBuffer, ReuseLimiter};
+use crate::selfplay::{self, Finished};
+use crate::train::{latest_checkpoint, StepStats, TrainState};
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Config file (default: the embedded configs/default.toml, or the run's own config when resuming).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Run directory: created, or resumed when it exists.
+    #[arg(long, default_value = "runs/default")]
+    pub run_dir: PathBuf,
+    /// Stop cleanly (final checkpoint written) after this many minutes.
+    #[arg(long)]
+    pub minutes: Option<f64>,
+    /// Seed for self-play and sampling (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// No progress bars (log lines only).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The version of the code, recorded in the run directory.
+pub fn code_version() -> String {
+    format!(
+        "{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("MIXZERO_GIT_REVISION").unwrap_or("unknown revision")
+    )
+}
+
+/// The config of a run: the run's own when resuming, and a given one must match it.
+fn resolve_config(args: &TrainArgs) -> Result<(Config, String)> {
+    let stored = args.run_dir.join("config.toml");
+    let given = match &args.config {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read config {}", path.display()))?,
+        ),
+        None => None,
+    };
+    if stored.exists() {
+        let text = std::fs::read_to_string(&stored)
+            .with_context(|| format!("cannot read {}", stored.display()))?;
+        let config = Config::parse(&text, &stored.display().to_string())?;
+        if let Some(given) = given {
+            let origin = args.config.as_ref().expect("given").display().to_string();
+            if Config::parse(&given, &origin)? != config {
+                bail!(
+                    "{} was started with another config ({}); use a new --run-dir or resume without --config",
+                    args.run_dir.display(),
+                    stored.display()
+                );
+            }
+        }
+        return Ok((config, text));
+    }
+    let (text, origin) = match (given, &args.config) {
+        (Some(text), Some(path)) => (text, path.display().to_string()),
+        _ => (
+            DEFAULT_TOML.to_string(),
+            "configs/default.toml (embedded)".to_string(),
+        ),
+    };
+    let config = Config::parse(&text, &origin)?;
+    Ok((config, text))
+}
+
+struct Dirs {
+    checkpoints: PathBuf,
+    games: PathBuf,
+    logs: PathBuf,
+}
+
+fn prepare_run_dir(run_dir: &Path, config_text: &str) -> Result<Dirs> {
+    let dirs = Dirs {
+        checkpoints: run_dir.join("checkpoints"),
+        games: run_dir.join("games"),
+        logs: run_dir.join("logs"),
+    };
+    for dir in [&dirs.checkpoints, &dirs.games, &dirs.logs] {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let config_path = run_dir.join("config.toml");
+    if !config_path.exists() {
+        models::weights::write_atomically(&config_path, config_text.as_bytes())
+            .with_context(|| format!("writing {}", config_path.display()))?;
+    }
+    let version_path = run_dir.join("version.txt");
+    let mut versions = std::fs::read_to_string(&version_path).unwrap_or_default();
+    versions.push_str(&format!("{}\n", code_version()));
+    models::weights::write_atomically(&version_path, versions.as_bytes())
+        .with_context(|| format!("writing {}", version_path.display()))?;
+    Ok(dirs)
+}
+
+/// Running totals for logs and TensorBoard.
+#[derive(Default)]
+struct Tally {
+    games: u64,
+    plies: u64,
+    positions: u64,
+    nodes: u64,
+    white_wins: u64,
+    black_wins: u64,
+    draws: u64,
+    resigned: u64,
+    adjudicated: u64,
+    would_resign: u64,
+    false_resign: u64,
+    king_forced: u64,
+    kind_banned: u64,
+}
+
+impl Tally {
+    fn add(&mut self, finished: &Finished) {
+        let stats = &finished.stats;
+        let outcome = finished.record.outcome;
+        self.games += 1;
+        self.plies += stats.plies as u64;
+        self.positions += finished
+            .record
+            .moves
+            .iter()
+            .filter(|m| !m.visits.is_empty())
+            .count() as u64;
+        self.nodes += stats.nodes;
+        match outcome.winner {
+            Some(Color::White) => self.white_wins += 1,
+            Some(Color::Black) => self.black_wins += 1,
+            None => self.draws += 1,
+        }
+        self.resigned += stats.resigned as u64;
+        self.adjudicated += stats.capped as u64;
+        self.would_resign += stats.would_resign.is_some() as u64;
+        self.false_resign += stats.false_resign as u64;
+        self.king_forced += stats.king_forced;
+        self.kind_banned += stats.kind_banned;
+    }
+}
+
+pub fn run(args: TrainArgs) -> Result<()> {
+    let (config, config_text) = resolve_config(&args)?;
+    let dirs = prepare_run_dir(&args.run_dir, &config_text)?;
+    let device = models::device();
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    tracing::info!(run_dir = %args.run_dir.display(), ?device, net = %config.net.name(), version = %code_version(), "train");
+
+    let mut state = match latest_checkpoint(&dirs.checkpoints)? {
+        Some(name) => {
+            let state = TrainState::load_checkpoint(&dirs.checkpoints, &name, device)
+                .with_context(|| format!("resuming from checkpoint {name}"))?;
+            tracing::info!(checkpoint = %name, step = state.progress.step, "resumed");
+            state
+        }
+        None => {
+            tch::manual_seed(seed as i64);
+            let state = TrainState::new(Net::new(config.arch(), device));
+            state.save_checkpoint(&dirs.checkpoints)?;
+            state
+        }
+    };
+    if state.arch() != config.arch() {
+        bail!(
+            "the run's checkpoints hold a {} net, its config a {} net",
+            state.arch().net.name(),
+            config.net.name()
+        );
+    }
+
+    let (mut replay, warnings) = ReplayBuffer::load_dir(&dirs.games, &config.replay)?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
+    // Samples already produced count towards the reuse limit of this session too.
+    let samples_at_start = replay.total_samples_ever();
+    state.progress.samples_seen = state.progress.samples_seen.max(samples_at_start);
+    tracing::info!(
+        games = replay.games_in_window(),
+        samples = replay.samples_in_window(),
+        "replay buffer loaded"
+    );
+
+    let inference = models::weights::from_bytes(
+        &models::weights::to_bytes(&state.net),
+        "training net",
+        device,
+    )?;
+    let server = InferenceServer::start(inference, config.inference.server());
+    let client = server.client();
+    let network = AtomicU32::new(state.progress.checkpoint);
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        // A second Ctrl-C kills the process the usual way.
+        let _ = ctrlc::set_handler(move || {
+            if stop.swap(true, Ordering::SeqCst) {
+                std::process::exit(130);
+            }
+            eprintln!("\nstopping: finishing the current step and writing a checkpoint (Ctrl-C again to kill)");
+        });
+    }
+
+    let state = Arc::new(Mutex::new(state));
+    let mut metrics = MetricsLog::open(&dirs.logs)?;
+    let deadline = args
+        .minutes
+        .map(|m| Instant::now() + Duration::from_secs_f64(m * 60.0));
+    let progress = Progress::new(args.minutes, !args.quiet);
+    let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
+    let workers_stop = AtomicBool::new(false);
+
+    let result = std::thread::scope(|scope| -> Result<()> {
+        let workers = scope.spawn(|| {
+            selfplay::run_workers(
+                &config.selfplay,
+                &config.search,
+                &client,
+                &network,
+                &workers_stop,
+                seed,
+                games_tx,
+            )
+        });
+        let outcome = training_loop(TrainLoop {
+            config: &config,
+            dirs: &dirs,
+            client: &client,
+            state: &state,
+            replay: &mut replay,
+            metrics: &mut metrics,
+            progress: &progress,
+            games: &games_rx,
+            network: &network,
+            stop: &stop,
+            deadline,
+            seed,
+            samples_at_start,
+        });
+        workers_stop.store(true, Ordering::SeqCst);
+        server.shutdown();
+        let workers_result = workers.join().expect("self-play thread");
+        // Games that finished while stopping are kept too.
+        let late: Vec<GameRecord> = games_rx.try_iter().map(|f| f.record).collect();
+        save_games(&dirs.games, &late)?;
+        outcome?;
+        match workers_result {
+            Ok(()) | Err(engine::EvalError::Disconnected) => Ok(()),
+            Err(e) => Err(e).context("self-play"),
+        }
+    });
+    metrics.flush();
+    progress.finish("training stopped");
+    result
+}
+
+struct TrainLoop<'a> {
+    config: &'a Config,
+    dirs: &'a Dirs,
+    client: &'a InferenceClient,
+    state: &'a Arc<Mutex<TrainState>>,
+    replay: &'a mut ReplayBuffer,
+    metrics: &'a mut MetricsLog,
+    progress: &'a Progress,
+    games: &'a crossbeam_channel::Receiver<Finished>,
+    network: &'a AtomicU32,
+    stop: &'a AtomicBool,
+    deadline: Option<Instant>,
+    seed: u64,
+    samples_at_start: u64,
+}
+
+/// Writes finished games as one chunk and its PGN, each atomically.
+fn save_games(dir: &Path, games: &[GameRecord]) -> Result<()> {
+    if games.is_empty() {
+        return Ok(());
+    }
+    let chunk = data::next_chunk_path(dir);
+    data::write_chunk(&chunk, games)?;
+    let mut pgn = String::new();
+    for record in games {
+        let mut game = Game::new(record.start);
+        for m in &record.moves {
+            game.play_unchecked(m.mv);
+        }
+        if game.outcome().is_none() {
+            game.adjudicate(record.outcome);
+        }
+        let tags = [
+            ("Event", "mixzero self-play".to_string()),
+            ("White", format!("net {}", record.network)),
+            ("Black", format!("net {}", record.network)),
+        ];
+        pgn.push_str(&write_pgn(&game, &tags));
+        pgn.push('\n');
+    }
+    models::weights::write_atomically(&chunk.with_extension("pgn"), pgn.as_bytes())
+        .with_context(|| format!("writing PGN beside {}", chunk.display()))?;
+    Ok(())
+}
+
+fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
+    let TrainLoop {
+        config,
+        dirs,
+        client,
+        state,
+        replay,
+        metrics,
+        progress,
+        games,
+        network,
+        stop,
+        deadline,
+        seed,
+        samples_at_start,
+    } = ctx;
+    let limiter = ReuseLimiter {
+        max_reuse: config.training.max_reuse,
+    };
+    let mut rng = SmallRng::seed_from_u64(seed.rotate_left(17));
+    let started = Instant::now();
+    let (start_step, games_at_start) = {
+        let s = state.lock().expect("train state");
+        (s.progress.step, s.progress.games)
+    };
+    let mut tally = Tally::default();
+    let mut last_stats: Option<StepStats> = None;
+    let mut steps_since_checkpoint = 0u64;
+    let mut last_log = Instant::now();
+    let mut last_tally = (0u64, 0u64, Instant::now());
+    let stats = client.stats();
+
+    loop {
+        let time_up = deadline.is_some_and(|d| Instant::now() >= d);
+        if time_up || stop.load(Ordering::SeqCst) {
+            break;
+        }
+        // Collect finished games; each is on disk before it counts.
+        let mut finished = Vec::new();
+        match games.recv_timeout(Duration::from_millis(50)) {
+            Ok(f) => finished.push(f),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => bail!("self-play stopped unexpectedly"),
+        }
+        finished.extend(games.try_iter());
+        if !finished.is_empty() {
+            let records: Vec<GameRecord> = finished.iter().map(|f| f.record.clone()).collect();
+            save_games(&dirs.games, &records)?;
+            for f in finished {
+                tally.add(&f);
+                replay.add(Arc::new(f.record));
+            }
+        }
+
+        // Train as far as the reuse limit allows.
+        let step = state.lock().expect("train state").progress.step;
+        let new_samples = replay.total_samples_ever().saturating_sub(samples_at_start);
+        let allowed =
+            limiter.allowed_steps(new_samples, config.training.batch_size, step - start_step);
+        if replay.samples_in_window() >= config.training.min_samples && allowed > 0 {
+            let samples =
+                replay.sample(&mut rng, config.training.batch_size, config.encoder.history);
+            let batch = build_batch(&samples, &config.encoder);
+            let task_state = Arc::clone(state);
+            let training = config.training.clone();
+            let step_stats = client
+                .run_on_server(move |_| {
+                    task_state
+                        .lock()
+                        .expect("train state")
+                        .step(&batch, &training)
+                })
+                .context("inference server stopped")?;
+            last_stats = Some(step_stats);
+            steps_since_checkpoint += 1;
+            let step = step + 1;
+            if step % 10 == 0 {
+                metrics.scalars(
+                    step,
+                    &[
+                        ("loss/policy", step_stats.policy_loss),
+                        ("loss/value", step_stats.value_loss),
+                        ("train/policy_accuracy", step_stats.policy_accuracy),
+                        ("train/value_mse", step_stats.value_mse),
+                        ("train/learning_rate", step_stats.learning_rate),
+                    ],
+                );
+            }
+            if steps_since_checkpoint >= config.training.checkpoint_every {
+                checkpoint(
+                    client,
+                    state,
+                    dirs,
+                    replay,
+                    games_at_start + tally.games,
+                    network,
+                )?;
+                steps_since_checkpoint = 0;
+            }
+        }
+
+        if last_log.elapsed() >= Duration::from_secs(10) {
+            let (games0, nodes0, t0) = last_tally;
+            let secs = t0.elapsed().as_secs_f64();
+            let step = state.lock().expect("train state").progress.step;
+            let n = tally.games.max(1) as f64;
+            let rates = [
+                (
+                    "selfplay/games_per_hour",
+                    (tally.games - games0) as f64 * 3600.0 / secs,
+                ),
+                ("selfplay/nodes_per_s", (tally.nodes - nodes0) as f64 / secs),
+                (
+                    "selfplay/positions_per_s",
+                    tally.positions as f64 / started.elapsed().as_secs_f64(),
+                ),
+                (
+                    "selfplay/batch_fill",
+                    stats.mean_batch() / config.inference.max_batch as f64,
+                ),
+                ("selfplay/mean_batch", stats.mean_batch()),
+                ("selfplay/game_length", tally.plies as f64 / n),
+                ("selfplay/white_win_share", tally.white_wins as f64 / n),
+                ("selfplay/black_win_share", tally.black_wins as f64 / n),
+                ("selfplay/draw_share", tally.draws as f64 / n),
+                ("selfplay/resigned_share", tally.resigned as f64 / n),
+                ("selfplay/adjudicated_share", tally.adjudicated as f64 / n),
+                (
+                    "selfplay/resign_false_positive_rate",
+                    tally.false_resign as f64 / tally.would_resign.max(1) as f64,
+                ),
+                ("rules/king_forced_per_game", tally.king_forced as f64 / n),
+                ("rules/kind_banned_per_game", tally.kind_banned as f64 / n),
+                (
+                    "replay/samples_in_window",
+                    replay.samples_in_window() as f64,
+                ),
+                ("replay/total_samples", replay.total_samples_ever() as f64),
+            ];
+            metrics.scalars(step, &rates);
+            metrics.flush();
+            let status = Status {
+                games: tally.games,
+                samples: replay.total_samples_ever(),
+                train_steps: step,
+                policy_loss: last_stats.map(|s| s.policy_loss),
+                value_loss: last_stats.map(|s| s.value_loss),
+                positions_per_s: rates[2].1,
+                nodes_per_s: rates[1].1,
+                checkpoint: network.load(Ordering::Relaxed),
+            };
+            progress.update(&status);
+            // With the display on, log lines would break it up.
+            if progress.is_hidden() {
+                tracing::info!(
+                    games = tally.games,
+                    samples = replay.total_samples_ever(),
+                    step,
+                    checkpoint = network.load(Ordering::Relaxed),
+                    policy_loss = last_stats.map(|s| format!("{:.3}", s.policy_loss)),
+                    value_loss = last_stats.map(|s| format!("{:.3}", s.value_loss)),
+                    nodes_per_s = format!("{:.0}", rates[1].1),
+                    mean_batch = format!("{:.1}", stats.mean_batch()),
+                    "progress"
+                );
+            }
+            last_tally = (tally.games, tally.nodes, Instant::now());
+            last_log = Instant::now();
+        }
+    }
+    if steps_since_checkpoint > 0 {
+        checkpoint(
+            client,
+            state,
+            dirs,
+            replay,
+            games_at_start + tally.games,
+            network,
+        )?;
+    }
+    Ok(())
+}
+
+/// Saves a checkpoint on the server thread and makes it the self-play net.
+fn checkpoint(
+    client: &InferenceClient,
+    state: &Arc<Mutex<TrainState>>,
+    dirs: &Dirs,
+    replay: &ReplayBuffer,
+    games: u64,
+    network: &AtomicU32,
+) -> Result<()> {
+    let task_state = Arc::clone(state);
+    let dir = dirs.checkpoints.clone();
+    let samples = replay.total_samples_ever();
+    let saved = client
+        .run_on_server(move |inference| -> Result<u32> {
+            let mut s = task_state.lock().expect("train state");
+            s.progress.checkpoint += 1;
+            s.progress.samples_seen = samples;
+            s.progress.games = games;
+            s.save_checkpoint(&dir)?;
+            inference.var_store_mut().copy(s.net.var_store())?;
+            Ok(s.progress.checkpoint)
+        })
+        .context("inference server stopped")??;
+    network.store(saved, Ordering::SeqCst);
+    tracing::info!(
+        checkpoint = saved,
+        "checkpoint written; self-play uses it now"
+    );
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! Self-play: one game at a time per worker thread, its searches sending
+//! leaves to the shared inference server. Playout-cap randomisation,
+//! resignation with a no-resign share, and a game-length cap.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::Sender;
+use engine::mcts::{Search, SearchConfig};
+use engine::{Color, EvalError, Evaluator, Game, Kind, Outcome, Position, Reason};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::data::{GameRecord, MoveRecord};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Adjudication {
+    /// A game reaching the length cap is a draw.
+    Draw,
+    /// ...is won by the side ahead by at least `material_margin` pawns.
+    Material,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfPlayConfig {
+    /// Worker threads, each playing one game at a time (keep batches full:
+    /// workers x search.leaves_in_flight should reach inference.max_batch).
+    pub workers: usize,
+    /// Playouts of a full search (its visits become a policy target).
+    pub playouts: u32,
+    /// Playouts of a fast search (not recorded as a policy target).
+    pub fast_playouts: u32,
+    /// Share of moves searched fully.
+    pub full_search_share: f64,
+    /// Moves are drawn with this temperature for the first `temperature_plies` plies...
+    pub temperature: f32,
+    pub temperature_plies: usize,
+    /// Root value (for the side to move) at or below which a side resigns...
+    pub resign_threshold: f32,
+    /// ...after this many of its own full searches in a row.
+    pub resign_consecutive: usize,
+    /// Share of games played out without resigning, to measure false resignations.
+    pub no_resign_share: f64,
+    /// Plies after which a game is adjudicated.
+    pub max_plies: usize,
+    pub adjudication: Adjudication,
+    #[serde(default = "default_margin")]
+    pub material_margin: i32,
+}
+
+fn default_margin() -> i32 {
+    3
+}
+
+impl SelfPlayConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.workers == 0 {
+            return Err("[selfplay] workers must be at least 1".into());
+        }
+        if self.playouts == 0 || self.fast_playouts == 0 {
+            return Err("[selfplay] playouts and fast_playouts must be at least 1".into());
+        }
+        if !(self.full_search_share > 0.0 && self.full_search_share <= 1.0) {
+            return Err("[selfplay] full_search_share must be in (0, 1]".into());
+        }
+        if !(0.0..=1.0).contains(&self.no_resign_share) {
+            return Err("[selfplay] no_resign_share must be in [0, 1]".into());
+        }
+        if self.max_plies == 0 {
+            return Err("[selfplay] max_plies must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a finished game tells the logs besides its record.
+#[derive(Clone, Debug, Default)]
+pub struct GameStats {
+    pub plies: usize,
+    /// Evaluations its searches asked for.
+    pub nodes: u64,
+    /// Positions where rule 5 left only king moves.
+    pub king_forced: u64,
+    /// Positions where rule 6 banned a kind.
+    pub kind_banned: u64,
+    /// A no-resign game in which a side would have resigned...
+    pub would_resign: Option<Color>,
+    /// ...and then did not lose.
+    pub false_resign: bool,
+    /// The game ended by resignation...
+    pub resigned: bool,
+    /// ...or at the length cap.
+    pub capped: bool,
+}
+
+/// Material in pawns: pawn 1, knight and bishop 3, rook 5, queen 9.
+pub fn material(pos: &Position, color: Color) -> i32 {
+    const VALUES: [(Kind, i32); 5] = [
+        (Kind::Pawn, 1),
+        (Kind::Knight, 3),
+        (Kind::Bishop, 3),
+        (Kind::Rook, 5),
+        (Kind::Queen, 9),
+    ];
+    VALUES
+        .iter()
+        .map(|&(kind, v)| v * pos.pieces(color, kind).count() as i32)
+        .sum()
+}
+
+fn adjudicate(config: &SelfPlayConfig, pos: &Position) -> Outcome {
+    let lead = material(pos, Color::White) - material(pos, Color::Black);
+    match config.adjudication {
+        Adjudication::Material if lead >= config.material_margin => {
+            Outcome::win(Color::White, Reason::Adjudication)
+        }
+        Adjudication::Material if -lead >= config.material_margin => {
+            Outcome::win(Color::Black, Reason::Adjudication)
+        }
+        _ => Outcome::draw(Reason::Adjudication),
+    }
+}
+
+/// Plays one game from the start position.
+pub fn play_game(
+    config: &SelfPlayConfig,
+    search_config: &SearchConfig,
+    evaluator: &dyn Evaluator,
+    network: u32,
+    rng: &mut SmallRng,
+) -> Result<(GameRecord, GameStats), EvalError> {
+    let start = Position::start();
+    let mut game = Game::new(start);
+    let mut search = Search::new(*search_config, &game);
+    let mut moves = Vec::new();
+    let mut stats = GameStats::default();
+    let may_resign = !rng.random_bool(config.no_resign_share);
+    let mut low_value_streak = [0usize; 2];
+    let outcome = loop {
+        if let Some(outcome) = game.outcome() {
+            break outcome;
+        }
+        if moves.len() >= config.max_plies {
+            stats.capped = true;
+            break adjudicate(config, game.position());
+        }
+        let pos = *game.position();
+        let us = pos.side_to_move();
+        stats.king_forced += pos.must_move_king(us) as u64;
+        stats.kind_banned += pos.banned_kind(us).is_some() as u64;
+
+        let full = rng.random_bool(config.full_search_share);
+        let before = search.evaluations();
+        if full {
+            search.add_root_noise(evaluator, rng)?;
+            search.run_until(evaluator, config.playouts)?;
+        } else {
+            search.run_until(evaluator, config.fast_playouts)?;
+        }
+        stats.nodes += search.evaluations() - before;
+        let value = search.root_wdl().value();
+
+        if full {
+            let streak = &mut low_value_streak[us.index()];
+            *streak = if value <= config.resign_threshold {
+                *streak + 1
+            } else {
+                0
+            };
+            if *streak >= config.resign_consecutive {
+                if may_resign {
+                    stats.resigned = true;
+                    break Outcome::win(!us, Reason::Adjudication);
+                }
+                stats.would_resign.get_or_insert(us);
+            }
+        }
+        let temperature = if full && moves.len() < config.temperature_plies {
+            config.temperature
+        } else {
+            0.0
+        };
+        let mv = search
+            .choose_move(temperature, rng)
+            .expect("a game that is not over has a move");
+        let visits = if full {
+            search.root_children().iter().map(|c| c.visits).collect()
+        } else {
+            Vec::new()
+        };
+        moves.push(MoveRecord {
+            mv,
+            visits,
+            search_value: value,
+        });
+        game.play_unchecked(mv);
+        search.advance(mv);
+    };
+    stats.plies = moves.len();
+    stats.false_resign = stats
+        .would_resign
+        .is_some_and(|c| outcome.winner != Some(!c));
+    let record = GameRecord {
+        start,
+        moves,
+        outcome,
+        network,
+    };
+    Ok((record, stats))
+}
+
+/// A finished game from a worker.
+pub struct Finished {
+    pub record: GameRecord,
+    pub stats: GameStats,
+}
+
+/// Runs `config.workers` threads of self-play until `stop` is set, sending
+/// each finished game over `games`. A game in progress ends with the stop
+/// only when the evaluator stops answering (shut the server down to cut it).
+pub fn run_workers(
+    config: &SelfPlayConfig,
+    search_config: &SearchConfig,
+    evaluator: &(dyn Evaluator + Sync),
+    network: &AtomicU32,
+    stop: &AtomicBool,
+    seed: u64,
+    games: Sender<Finished>,
+) -> Result<(), EvalError> {
+    let failure: Arc<Mutex<Option<EvalError>>> = Arc::default();
+    std::thread::scope(|scope| {
+        for worker in 0..config.workers {
+            let games = games.clone();
+            let failure = Arc::clone(&failure);
+            scope.spawn(move || {
+                let mut rng = SmallRng::seed_from_u64(seed ^ ((worker as u64) << 32));
+                while !stop.load(Ordering::Relaxed) {
+                    let id = network.load(Ordering::Relaxed);
+                    match play_game(config, search_config, evaluator, id, &mut rng) {
+                        Ok((record, stats)) => {
+                            if games.send(Finished { record, stats }).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            // Errors after a stop are the server going away.
+                            if !stop.load(Ordering::Relaxed) {
+                                failure.lock().expect("failure lock").get_or_insert(e);
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let failure = failure.lock().expect("failure lock").take();
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::UniformEvaluator;
+
+    fn config() -> SelfPlayConfig {
+        SelfPlayConfig {
+            workers: 1,
+            playouts: 8,
+            fast_playouts: 2,
+            full_search_share: 0.5,
+            temperature: 1.0,
+            temperature_plies: 10,
+            resign_threshold: -0.95,
+            resign_consecutive: 2,
+            no_resign_share: 0.0,
+            max_plies: 60,
+            adjudication: Adjudication::Draw,
+            material_margin: 3,
+        }
+    }
+
+    #[test]
+    fn a_game_replays_to_its_outcome() {
+        let mut rng = SmallRng::seed_from_u64(5);
+        let (record, stats) = play_game(
+            &config(),
+            &SearchConfig::default(),
+            &UniformEvaluator,
+            3,
+            &mut rng,
+        )
+        .unwrap();
+        assert_eq!(record.network, 3);
+        assert_eq!(stats.plies, record.moves.len());
+        let mut game = Game::new(record.start);
+        for m in &record.moves {
+            let legal = game.position().legal_moves();
+            assert!(m.visits.is_empty() || m.visits.len() == legal.len());
+            game.play(m.mv).unwrap();
+        }
+        match game.outcome() {
+            Some(outcome) => assert_eq!(outcome, record.outcome),
+            None => assert_eq!(record.outcome.reason, Reason::Adjudication),
+        }
+        assert!(record.moves.iter().any(|m| !m.visits.is_empty()));
+    }
+
+    #[test]
+    fn material_adjudication_favours_the_side_ahead() {
+        let material = SelfPlayConfig {
+            adjudication: Adjudication::Material,
+            ..config()
+        };
+        let pos = Position::from_fen("k9/10/10/10/10/10/10/10/10/1QQ6K w - - 0 30").unwrap();
+        assert_eq!(adjudicate(&material, &pos).winner, Some(Color::White));
+        assert_eq!(adjudicate(&config(), &pos).winner, None);
+    }
+
+    #[test]
+    fn workers_stop_when_asked() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stop = AtomicBool::new(false);
+        let network = AtomicU32::new(0);
+        let config = SelfPlayConfig {
+            workers: 2,
+            max_plies: 20,
+            ..config()
+        };
+        std::thread::scope(|scope| {
+            let handle = scope.spawn(|| {
+                run_workers(
+                    &config,
+                    &SearchConfig::default(),
+                    &UniformEvaluator,
+                    &network,
+                    &stop,
+                    1,
+                    tx,
+                )
+            });
+            let first = rx.recv().unwrap();
+            assert!(first.stats.plies <= 20);
+            stop.store(true, Ordering::Relaxed);
+            handle.join().unwrap().unwrap();
+        });
+    }
+}

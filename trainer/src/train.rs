@@ -1,0 +1,344 @@
+//! The training side: the optimizer (SGD with momentum, or AdamW) written
+//! over the net's tensors so that its state goes into checkpoints, the loss
+//! (policy cross-entropy over legal moves plus win/draw/loss cross-entropy),
+//! and checkpoint files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use models::net::{Architecture, Net};
+use models::policy::POLICY_SIZE;
+use models::weights;
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::replay::Batch;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    Sgd,
+    Adamw,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingConfig {
+    pub batch_size: usize,
+    pub optimizer: OptimizerKind,
+    /// `[step, learning rate]` pairs: each rate holds from its step on.
+    pub lr_schedule: Vec<(u64, f64)>,
+    /// SGD momentum (AdamW's beta1).
+    pub momentum: f64,
+    pub weight_decay: f64,
+    /// Weight of the value loss against the policy loss.
+    pub value_weight: f64,
+    /// Samples in the replay window before training starts.
+    pub min_samples: usize,
+    /// Times each new sample is trained on, on average, at most.
+    pub max_reuse: f64,
+    /// Training steps between checkpoints (each becomes the self-play net).
+    pub checkpoint_every: u64,
+}
+
+impl TrainingConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.batch_size == 0 {
+            return Err("[training] batch_size must be at least 1".into());
+        }
+        if self.lr_schedule.first().map(|p| p.0) != Some(0) {
+            return Err("[training] lr_schedule must start with a [0, rate] pair".into());
+        }
+        if self.lr_schedule.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("[training] lr_schedule steps must increase".into());
+        }
+        if self
+            .lr_schedule
+            .iter()
+            .any(|&(_, lr)| !(lr > 0.0 && lr.is_finite()))
+        {
+            return Err("[training] lr_schedule rates must be positive".into());
+        }
+        if !(0.0..1.0).contains(&self.momentum) {
+            return Err("[training] momentum must be in [0, 1)".into());
+        }
+        if self.weight_decay < 0.0 || self.value_weight <= 0.0 || self.max_reuse <= 0.0 {
+            return Err(
+                "[training] weight_decay >= 0, value_weight > 0 and max_reuse > 0 required".into(),
+            );
+        }
+        if self.checkpoint_every == 0 {
+            return Err("[training] checkpoint_every must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn learning_rate(&self, step: u64) -> f64 {
+        self.lr_schedule
+            .iter()
+            .take_while(|(from, _)| *from <= step)
+            .last()
+            .map_or(self.lr_schedule[0].1, |&(_, lr)| lr)
+    }
+}
+
+/// Losses and accuracies of one step.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StepStats {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    /// Share of samples whose most likely move is the most visited one.
+    pub policy_accuracy: f64,
+    /// Mean squared error of the expected score (win - loss).
+    pub value_mse: f64,
+    pub learning_rate: f64,
+}
+
+/// Counters saved with each checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrainProgress {
+    pub checkpoint: u32,
+    pub step: u64,
+    /// Policy-target samples self-play had produced when this checkpoint was written.
+    pub samples_seen: u64,
+    pub games: u64,
+}
+
+/// The net being trained and its optimizer state.
+pub struct TrainState {
+    pub net: Net,
+    /// Trainable variables by name, sorted.
+    params: Vec<(String, Tensor)>,
+    first_moments: Vec<Tensor>,
+    second_moments: Vec<Tensor>,
+    pub progress: TrainProgress,
+}
+
+impl TrainState {
+    pub fn new(net: Net) -> TrainState {
+        let mut params: Vec<(String, Tensor)> = net
+            .var_store()
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let zeros = || params.iter().map(|(_, t)| t.zeros_like()).collect();
+        TrainState {
+            first_moments: zeros(),
+            second_moments: zeros(),
+            params,
+            net,
+            progress: TrainProgress::default(),
+        }
+    }
+
+    pub fn arch(&self) -> Architecture {
+        self.net.arch()
+    }
+
+    /// One optimizer step on `batch`.
+    pub fn step(&mut self, batch: &Batch, config: &TrainingConfig) -> StepStats {
+        let device = self.net.device();
+        let n = batch.n as i64;
+        let planes = self.net.arch().encoder.planes() as i64;
+        let upload =
+            |data: &[f32], shape: &[i64]| Tensor::from_slice(data).view(shape).to_device(device);
+        let xs = upload(&batch.inputs, &[n, planes, 10, 10]);
+        let target_policy = upload(&batch.policy, &[n, POLICY_SIZE as i64]);
+        let legal = upload(&batch.legal, &[n, POLICY_SIZE as i64]);
+        let target_wdl = upload(&batch.wdl, &[n, 3]);
+
+        let (logits, wdl_logits) = self.net.forward_t(&xs, true);
+        // Illegal moves get no probability, as at inference time.
+        let masked = logits + (&legal - 1.0) * 1e4;
+        let log_policy = masked.log_softmax(-1, Kind::Float);
+        let row_sum = |t: Tensor| t.sum_dim_intlist(&[1i64][..], false, Kind::Float);
+        let policy_loss = -row_sum(&target_policy * &log_policy).mean(Kind::Float);
+        let log_wdl = wdl_logits.log_softmax(-1, Kind::Float);
+        let value_loss = -row_sum(&target_wdl * &log_wdl).mean(Kind::Float);
+        let loss = &policy_loss + &value_loss * config.value_weight;
+
+        for (_, p) in &mut self.params {
+            p.zero_grad();
+        }
+        loss.backward();
+        let lr = config.learning_rate(self.progress.step);
+        self.apply_gradients(config, lr);
+        self.progress.step += 1;
+
+        tch::no_grad(|| {
+            let hits = log_policy
+                .argmax(1, false)
+                .eq_tensor(&target_policy.argmax(1, false))
+                .to_kind(Kind::Float)
+                .mean(Kind::Float);
+            let probs = log_wdl.exp();
+            let score = |t: &Tensor| t.narrow(1, 0, 1) - t.narrow(1, 2, 1);
+            let mse = (score(&probs) - score(&target_wdl))
+                .square()
+                .mean(Kind::Float);
+            StepStats {
+                policy_loss: policy_loss.double_value(&[]),
+                value_loss: value_loss.double_value(&[]),
+                policy_accuracy: hits.double_value(&[]),
+                value_mse: mse.double_value(&[]),
+                learning_rate: lr,
+            }
+        })
+    }
+
+    fn apply_gradients(&mut self, config: &TrainingConfig, lr: f64) {
+        let t = (self.progress.step + 1) as f64;
+        tch::no_grad(|| {
+            for (i, (_, p)) in self.params.iter_mut().enumerate() {
+                let grad = p.grad();
+                if !grad.defined() {
+                    continue;
+                }
+                // Decay the weights of convolutions and linear layers, not norms and biases.
+                let decay = if p.dim() > 1 {
+                    config.weight_decay
+                } else {
+                    0.0
+                };
+                match config.optimizer {
+                    OptimizerKind::Sgd => {
+                        let g = if decay > 0.0 {
+                            &grad + &*p * decay
+                        } else {
+                            grad
+                        };
+                        let m = &mut self.first_moments[i];
+                        let _ = m.g_mul_scalar_(config.momentum).g_add_(&g);
+                        let _ = p.g_sub_(&(&*m * lr));
+                    }
+                    OptimizerKind::Adamw => {
+                        let (b1, b2, eps) = (config.momentum, 0.999, 1e-8);
+                        let m = &mut self.first_moments[i];
+                        let _ = m.g_mul_scalar_(b1).g_add_(&(&grad * (1.0 - b1)));
+                        let v = &mut self.second_moments[i];
+                        let _ = v.g_mul_scalar_(b2).g_add_(&(grad.square() * (1.0 - b2)));
+                        let m_hat = &self.first_moments[i] / (1.0 - b1.powf(t));
+                        let v_hat = &self.second_moments[i] / (1.0 - b2.powf(t));
+                        let update = m_hat / (v_hat.sqrt() + eps) + &*p * decay;
+                        let _ = p.g_sub_(&(update * lr));
+                    }
+                }
+            }
+        });
+    }
+
+    /// Writes `NNNNNN.weights.safetensors` (the net alone, what engines load)
+    /// and `NNNNNN.state.safetensors` (optimizer state and counters), then
+    /// points `latest` at them; each file atomically, `latest` last.
+    pub fn save_checkpoint(&self, dir: &Path) -> Result<PathBuf> {
+        let name = format!("{:06}", self.progress.checkpoint);
+        let weights_path = dir.join(format!("{name}.weights.safetensors"));
+        weights::save(&self.net, &weights_path)?;
+        let state_path = dir.join(format!("{name}.state.safetensors"));
+        weights::write_atomically(&state_path, &self.state_bytes()?)
+            .with_context(|| format!("writing {}", state_path.display()))?;
+        let latest = dir.join("latest");
+        weights::write_atomically(&latest, format!("{name}\n").as_bytes())
+            .with_context(|| format!("writing {}", latest.display()))?;
+        Ok(weights_path)
+    }
+
+    fn state_bytes(&self) -> Result<Vec<u8>> {
+        let mut data = Vec::new();
+        for (i, (name, _)) in self.params.iter().enumerate() {
+            for (prefix, tensor) in [
+                ("m1", &self.first_moments[i]),
+                ("m2", &self.second_moments[i]),
+            ] {
+                let t = tensor
+                    .to_device(Device::Cpu)
+                    .to_kind(Kind::Float)
+                    .contiguous();
+                let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+                let mut values = vec![0f32; t.numel()];
+                t.copy_data(&mut values, t.numel());
+                let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+                data.push((format!("{prefix}/{name}"), shape, bytes));
+            }
+        }
+        let views = data
+            .iter()
+            .map(|(n, s, b)| Ok((n.clone(), TensorView::new(Dtype::F32, s.clone(), b)?)))
+            .collect::<Result<Vec<_>, safetensors::SafeTensorError>>()?;
+        let meta = HashMap::from([(
+            "progress".to_string(),
+            serde_json::to_string(&self.progress)?,
+        )]);
+        Ok(safetensors::serialize(views, Some(meta))?)
+    }
+
+    /// Loads checkpoint `name` (such as `000012`) from `dir` onto `device`.
+    pub fn load_checkpoint(dir: &Path, name: &str, device: Device) -> Result<TrainState> {
+        let weights_path = dir.join(format!("{name}.weights.safetensors"));
+        let net = weights::load(&weights_path, device)?;
+        let mut state = TrainState::new(net);
+        let state_path = dir.join(format!("{name}.state.safetensors"));
+        let bytes = std::fs::read(&state_path)
+            .with_context(|| format!("reading {}", state_path.display()))?;
+        let what = || format!("optimizer state {}", state_path.display());
+        let tensors = SafeTensors::deserialize(&bytes).with_context(what)?;
+        let (_, meta) = SafeTensors::read_metadata(&bytes).with_context(what)?;
+        let progress = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("progress"))
+            .with_context(|| format!("{}: no progress metadata", what()))?;
+        state.progress = serde_json::from_str(progress).with_context(what)?;
+        for (i, (name, param)) in state.params.iter().enumerate() {
+            for (prefix, slot) in [
+                ("m1", &mut state.first_moments[i]),
+                ("m2", &mut state.second_moments[i]),
+            ] {
+                let key = format!("{prefix}/{name}");
+                let view = tensors
+                    .tensor(&key)
+                    .with_context(|| format!("{}: missing {key}", what()))?;
+                let expected: Vec<usize> = param.size().iter().map(|&d| d as usize).collect();
+                if view.dtype() != Dtype::F32 || view.shape() != expected {
+                    bail!(
+                        "{}: {key} has shape {:?}, expected {expected:?}",
+                        what(),
+                        view.shape()
+                    );
+                }
+                let values: Vec<f32> = view
+                    .data()
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect();
+                *slot = Tensor::from_slice(&values)
+                    .view(param.size().as_slice())
+                    .to_device(device);
+            }
+        }
+        Ok(state)
+    }
+}
+
+/// The checkpoint name `latest` holds in a checkpoints directory, if any.
+pub fn latest_checkpoint(dir: &Path) -> Result<Option<String>> {
+    let path = dir.join("latest");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let name = text.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_digit()) {
+                bail!(
+                    "{}: expected a checkpoint number, found {name:?}",
+                    path.display()
+                );
+            }
+            Ok(Some(name.to_string()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
