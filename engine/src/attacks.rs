@@ -34,7 +34,8 @@ const fn step_table(steps: &[(i32, i32)]) -> [Bitboard; N] {
     table
 }
 
-static KNIGHT: [Bitboard; N] = step_table(&[
+/// Knight jumps `(file step, rank step)`.
+pub const KNIGHT_STEPS: [(i32, i32); 8] = [
     (1, 2),
     (2, 1),
     (2, -1),
@@ -43,8 +44,10 @@ static KNIGHT: [Bitboard; N] = step_table(&[
     (-2, -1),
     (-2, 1),
     (-1, 2),
-]);
-static KING: [Bitboard; N] = step_table(&[
+];
+/// King steps `(file step, rank step)`, clockwise from straight ahead; also
+/// the eight directions of queen moves.
+pub const KING_STEPS: [(i32, i32); 8] = [
     (0, 1),
     (1, 1),
     (1, 0),
@@ -53,7 +56,10 @@ static KING: [Bitboard; N] = step_table(&[
     (-1, -1),
     (-1, 0),
     (-1, 1),
-]);
+];
+
+static KNIGHT: [Bitboard; N] = step_table(&KNIGHT_STEPS);
+static KING: [Bitboard; N] = step_table(&KING_STEPS);
 static PAWN: [[Bitboard; N]; 2] = [
     step_table(&[(-1, 1), (1, 1)]),
     step_table(&[(-1, -1), (1, -1)]),

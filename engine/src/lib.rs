@@ -4,6 +4,7 @@
 
 pub mod attacks;
 pub mod bitboard;
+pub mod cli;
 pub mod error;
 pub mod eval;
 pub mod fen;

@@ -28,28 +28,10 @@ pub const KNIGHT_BASE: usize = 72;
 pub const UNDERPROMOTION_BASE: usize = 80;
 
 /// Queen-like directions `(file step, rank step)` in the frame.
-pub const DIRECTIONS: [(i8, i8); 8] = [
-    (0, 1),
-    (1, 1),
-    (1, 0),
-    (1, -1),
-    (0, -1),
-    (-1, -1),
-    (-1, 0),
-    (-1, 1),
-];
+pub const DIRECTIONS: [(i32, i32); 8] = engine::attacks::KING_STEPS;
 
 /// Knight jumps `(file step, rank step)` in the frame.
-pub const KNIGHT_JUMPS: [(i8, i8); 8] = [
-    (1, 2),
-    (2, 1),
-    (2, -1),
-    (1, -2),
-    (-1, -2),
-    (-2, -1),
-    (-2, 1),
-    (-1, 2),
-];
+pub const KNIGHT_JUMPS: [(i32, i32); 8] = engine::attacks::KNIGHT_STEPS;
 
 /// Under-promotion pieces in move-type order.
 pub const UNDERPROMOTIONS: [Kind; 3] = [Kind::Knight, Kind::Bishop, Kind::Rook];
@@ -76,14 +58,16 @@ const fn type_deltas() -> [(i8, i8); MOVE_TYPES] {
         let (df, dr) = DIRECTIONS[dir];
         let mut distance = 1;
         while distance <= 9 {
-            deltas[dir * 9 + distance as usize - 1] = (df * distance, dr * distance);
+            deltas[dir * 9 + distance as usize - 1] =
+                ((df * distance) as i8, (dr * distance) as i8);
             distance += 1;
         }
         dir += 1;
     }
     let mut jump = 0;
     while jump < 8 {
-        deltas[KNIGHT_BASE + jump] = KNIGHT_JUMPS[jump];
+        let (df, dr) = KNIGHT_JUMPS[jump];
+        deltas[KNIGHT_BASE + jump] = (df as i8, dr as i8);
         jump += 1;
     }
     let mut under = 0;

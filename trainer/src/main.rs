@@ -1,11 +1,10 @@
 //! `mixzero`: one binary for every job, in the spirit of `katago`/`lc0` subcommands.
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use engine::{Position, Rules, START_FEN};
 use tch::Device;
 
 use trainer::bench;
@@ -30,7 +29,7 @@ enum Command {
         what: BenchCommand,
     },
     /// Count leaf nodes of the legal-move tree.
-    Perft(PerftArgs),
+    Perft(engine::cli::PerftArgs),
     /// Train by self-play (resumes an existing run directory).
     Train(trainer::run::TrainArgs),
     /// Play a match between two players and rate them.
@@ -95,24 +94,7 @@ struct BenchNnArgs {
     json: bool,
 }
 
-#[derive(Args)]
-struct PerftArgs {
-    #[arg(long)]
-    depth: u32,
-    #[arg(long, default_value = START_FEN)]
-    fen: String,
-    /// Coordinate moves played from the FEN first.
-    #[arg(long, default_value = "")]
-    moves: String,
-    /// Rules 5 and 6 off.
-    #[arg(long)]
-    base_rules: bool,
-    /// Also print the count under each root move.
-    #[arg(long)]
-    divide: bool,
-}
-
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -120,8 +102,9 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let cli = Cli::parse();
     models::set_intra_op_threads(1);
-    match Cli::parse().command {
+    let result = match cli.command {
         Command::Bench {
             what: BenchCommand::Nn(args),
         } => bench_nn(args),
@@ -131,9 +114,17 @@ fn main() -> Result<()> {
         Command::Bench {
             what: BenchCommand::Selfplay(args),
         } => bench_selfplay(args),
-        Command::Perft(args) => perft(args),
+        Command::Perft(args) => engine::cli::run_perft(&args, &mut std::io::stdout().lock()),
         Command::Train(args) => trainer::run::run(args),
         Command::Arena(args) => trainer::arena::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The cause chain on one line, without a backtrace.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -249,38 +240,5 @@ fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
             row.mean_batch
         );
     }
-    Ok(())
-}
-
-fn perft(args: PerftArgs) -> Result<()> {
-    let rules = if args.base_rules {
-        Rules::Base
-    } else {
-        Rules::Full
-    };
-    let mut pos = Position::from_fen_with_rules(&args.fen, rules).context("bad --fen")?;
-    for (i, text) in args.moves.split_whitespace().enumerate() {
-        let mv = pos
-            .parse_move(text)
-            .with_context(|| format!("move {} of --moves", i + 1))?;
-        pos = pos.after(mv);
-    }
-    let start = Instant::now();
-    let total = if args.divide {
-        let rows = engine::divide(&pos, args.depth);
-        for (mv, nodes) in &rows {
-            println!("{mv}: {nodes}");
-        }
-        rows.iter().map(|(_, n)| n).sum()
-    } else {
-        engine::perft(&pos, args.depth)
-    };
-    let seconds = start.elapsed().as_secs_f64();
-    eprintln!(
-        "depth {}: {total} nodes in {seconds:.3} s ({:.1} M nodes/s)",
-        args.depth,
-        total as f64 / seconds.max(1e-9) / 1e6
-    );
-    println!("{total}");
     Ok(())
 }

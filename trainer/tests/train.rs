@@ -1,0 +1,139 @@
+//! `mixzero train` end to end on a tiny config: it trains, writes checkpoints,
+//! games and metrics, resumes, and survives being killed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use trainer::data::{list_chunks, read_chunk};
+use trainer::train::latest_checkpoint;
+
+fn tiny_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml")
+}
+
+fn train(run_dir: &Path, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mixzero"))
+        .args(["train", "--quiet", "--seed", "1", "--run-dir"])
+        .arg(run_dir)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("running mixzero")
+}
+
+fn assert_ok(output: &Output) {
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn latest(run_dir: &Path) -> u32 {
+    latest_checkpoint(&run_dir.join("checkpoints"))
+        .unwrap()
+        .expect("a checkpoint")
+        .parse()
+        .unwrap()
+}
+
+/// Every chunk reads back; returns how many games they hold.
+fn games_on_disk(run_dir: &Path) -> usize {
+    list_chunks(&run_dir.join("games"))
+        .unwrap()
+        .iter()
+        .map(|chunk| read_chunk(chunk).unwrap().len())
+        .sum()
+}
+
+#[test]
+fn trains_resumes_and_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = tiny_config();
+    assert_ok(&train(
+        &run,
+        &["--config", config.to_str().unwrap(), "--minutes", "0.25"],
+    ));
+    let first_checkpoint = latest(&run);
+    let first_games = games_on_disk(&run);
+    assert!(first_checkpoint >= 1, "no training checkpoint after 15 s");
+    assert!(first_games > 0);
+    assert!(run.join("config.toml").exists());
+    assert!(run.join("version.txt").exists());
+    let metrics = std::fs::read_to_string(run.join("logs/metrics.jsonl")).unwrap();
+    for tag in ["loss/policy", "loss/value", "selfplay/games_per_hour"] {
+        assert!(metrics.contains(tag), "{tag} missing from metrics.jsonl");
+    }
+
+    // Resuming takes the run's own config and carries on.
+    assert_ok(&train(&run, &["--minutes", "0.15"]));
+    assert!(latest(&run) >= first_checkpoint);
+    assert!(games_on_disk(&run) > first_games);
+
+    // Another config for the same run directory is refused.
+    let other = dir.path().join("other.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&other, text.replace("playouts = 8", "playouts = 9")).unwrap();
+    let refused = train(
+        &run,
+        &["--config", other.to_str().unwrap(), "--minutes", "0.1"],
+    );
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("another config"));
+}
+
+#[test]
+fn a_killed_run_resumes_with_nothing_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = tiny_config();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mixzero"))
+        .args(["train", "--quiet", "--seed", "2", "--config"])
+        .arg(&config)
+        .arg("--run-dir")
+        .arg(&run)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting mixzero");
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(90) {
+        let trained = latest_checkpoint(&run.join("checkpoints"))
+            .ok()
+            .flatten()
+            .is_some_and(|n| n != "000000");
+        if trained {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let checkpoint = latest(&run);
+    assert!(checkpoint >= 1, "no checkpoint before the kill");
+    let games = games_on_disk(&run);
+
+    assert_ok(&train(&run, &["--minutes", "0.1"]));
+    assert!(latest(&run) >= checkpoint);
+    assert!(games_on_disk(&run) >= games);
+}
+
+#[test]
+fn bad_configs_name_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    let text = std::fs::read_to_string(tiny_config()).unwrap();
+    std::fs::write(&bad, text.replace("workers = 4", "wrokers = 4")).unwrap();
+    let output = train(
+        &dir.path().join("run"),
+        &["--config", bad.to_str().unwrap(), "--minutes", "0.1"],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("wrokers"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
