@@ -189,6 +189,7 @@ fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats:
     let max_batch = config.max_batch.max(1);
     let wait = Duration::from_micros(config.max_wait_us);
     let mut buffer: Vec<f32> = Vec::with_capacity(max_batch * input_len);
+    let mut indices: Vec<i64> = Vec::new();
     loop {
         let mut jobs = match receiver.recv() {
             Ok(Message::Evaluate(job)) => vec![job],
@@ -225,8 +226,9 @@ fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats:
         for job in &jobs {
             buffer.extend_from_slice(&job.planes);
         }
+        flat_indices(&jobs, &mut indices);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_batch(&net, &buffer, positions as i64, planes)
+            run_batch(&net, &buffer, &indices, positions as i64, planes)
         }));
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats
@@ -254,43 +256,70 @@ fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats:
     }
 }
 
-/// One forward pass: policy logits `[n * 8900]` and WDL probabilities `[n * 3]` on the CPU.
-fn run_batch(net: &Net, buffer: &[f32], n: i64, planes: i64) -> (Vec<f32>, Vec<f32>) {
+/// One forward pass. Only the logits of the requested moves leave the device
+/// (a few hundred bytes a position instead of the whole 8,900-move row), with
+/// the WDL probabilities `[n * 3]`.
+fn run_batch(
+    net: &Net,
+    buffer: &[f32],
+    flat_indices: &[i64],
+    n: i64,
+    planes: i64,
+) -> (Vec<f32>, Vec<f32>) {
     tch::no_grad(|| {
+        let device = net.device();
         let xs = Tensor::from_slice(buffer)
             .view([n, planes, 10, 10])
-            .to_device(net.device());
+            .to_device(device);
         let (policy, value) = net.forward_t(&xs, false);
-        let policy = policy.to_kind(Kind::Float).to_device(tch::Device::Cpu);
+        let picked = policy
+            .view([-1])
+            .index_select(0, &Tensor::from_slice(flat_indices).to_device(device))
+            .to_kind(Kind::Float)
+            .to_device(tch::Device::Cpu);
         let wdl = value
             .to_kind(Kind::Float)
             .softmax(-1, Kind::Float)
             .to_device(tch::Device::Cpu);
-        let mut logits = vec![0f32; n as usize * POLICY_SIZE];
-        policy.copy_data(&mut logits, n as usize * POLICY_SIZE);
+        let mut logits = vec![0f32; flat_indices.len()];
+        picked.copy_data(&mut logits, flat_indices.len());
         let mut probs = vec![0f32; n as usize * 3];
         wdl.copy_data(&mut probs, n as usize * 3);
         (logits, probs)
     })
 }
 
-/// Softmax over each position's legal moves only.
-fn answer(jobs: Vec<Job>, logits: &[f32], wdl: &[f32]) {
-    let mut position = 0;
+/// Each position's requested moves as indices into the flattened `[n, 8900]` logits.
+fn flat_indices(jobs: &[Job], out: &mut Vec<i64>) {
+    out.clear();
+    let mut position = 0i64;
     for job in jobs {
-        let mut evaluations = Vec::with_capacity(job.move_counts.len());
         let mut indices = job.move_indices.as_slice();
         for &count in &job.move_counts {
             let (mine, rest) = indices.split_at(count as usize);
             indices = rest;
-            let row = &logits[position * POLICY_SIZE..(position + 1) * POLICY_SIZE];
-            let mut policy: Vec<f32> = mine.iter().map(|&i| row[i as usize]).collect();
-            let max = policy.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0.0;
-            for p in policy.iter_mut() {
-                *p = (*p - max).exp();
-                sum += *p;
-            }
+            out.extend(
+                mine.iter()
+                    .map(|&i| position * POLICY_SIZE as i64 + i as i64),
+            );
+            position += 1;
+        }
+    }
+}
+
+/// Softmax over each position's legal moves only; `logits` holds the
+/// requested moves' logits back to back.
+fn answer(jobs: Vec<Job>, logits: &[f32], wdl: &[f32]) {
+    let mut position = 0;
+    let mut logits = logits;
+    for job in jobs {
+        let mut evaluations = Vec::with_capacity(job.move_counts.len());
+        for &count in &job.move_counts {
+            let (mine, rest) = logits.split_at(count as usize);
+            logits = rest;
+            let max = mine.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut policy: Vec<f32> = mine.iter().map(|&l| (l - max).exp()).collect();
+            let sum: f32 = policy.iter().sum();
             for p in policy.iter_mut() {
                 *p /= sum;
             }
