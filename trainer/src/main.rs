@@ -23,7 +23,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Measure speed: `nn` (inference server against bare forward passes).
+    /// Measure speed: `nn` (inference server), `search` (MCTS), `selfplay`.
     Bench {
         #[command(subcommand)]
         what: BenchCommand,

@@ -128,7 +128,8 @@ fn prepare_run_dir(run_dir: &Path, config_text: &str) -> Result<Dirs> {
 struct Tally {
     games: u64,
     plies: u64,
-    positions: u64,
+    /// Policy-target samples.
+    samples: u64,
     nodes: u64,
     white_wins: u64,
     black_wins: u64,
@@ -147,7 +148,7 @@ impl Tally {
         let outcome = finished.record.outcome;
         self.games += 1;
         self.plies += stats.plies as u64;
-        self.positions += finished
+        self.samples += finished
             .record
             .moves
             .iter()
@@ -179,7 +180,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     });
     tracing::info!(run_dir = %args.run_dir.display(), ?device, net = %config.net.name(), version = %code_version(), "train");
 
-    let mut state = match latest_checkpoint(&dirs.checkpoints)? {
+    let state = match latest_checkpoint(&dirs.checkpoints)? {
         Some(name) => {
             let state = TrainState::load_checkpoint(&dirs.checkpoints, &name, device)
                 .with_context(|| format!("resuming from checkpoint {name}"))?;
@@ -205,9 +206,9 @@ pub fn run(args: TrainArgs) -> Result<()> {
     for warning in warnings {
         tracing::warn!("{warning}");
     }
-    // Samples already produced count towards the reuse limit of this session too.
+    // Samples from earlier sessions were trained on then: the reuse limit
+    // counts this session's new samples against this session's steps.
     let samples_at_start = replay.total_samples_ever();
-    state.progress.samples_seen = state.progress.samples_seen.max(samples_at_start);
     tracing::info!(
         games = replay.games_in_window(),
         samples = replay.samples_in_window(),
@@ -446,7 +447,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ("selfplay/nodes_per_s", (tally.nodes - nodes0) as f64 / secs),
                 (
                     "selfplay/positions_per_s",
-                    tally.positions as f64 / started.elapsed().as_secs_f64(),
+                    tally.plies as f64 / started.elapsed().as_secs_f64(),
+                ),
+                (
+                    "selfplay/samples_per_s",
+                    tally.samples as f64 / started.elapsed().as_secs_f64(),
                 ),
                 (
                     "selfplay/batch_fill",
