@@ -149,14 +149,12 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
     }
     for config in &configs {
         let encode = bench::encode_row(config.encoder, &samples, args.seconds.min(1.0));
-        if args.json {
-            println!("{}", serde_json::to_string(&encode)?);
-        } else {
-            println!(
+        report(args.json, &encode, || {
+            format!(
                 "encoding: {:.0} positions/s ({} planes, history {})",
                 encode.encode_pos_per_s, encode.planes, encode.history
-            );
-        }
+            )
+        })?;
         let mut server = config.inference.server();
         if args.threads > 0 {
             server.threads = args.threads;
@@ -169,10 +167,8 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
             args.seconds,
             &samples,
         ) {
-            if args.json {
-                println!("{}", serde_json::to_string(&row)?);
-            } else {
-                println!(
+            report(args.json, &row, || {
+                format!(
                     "{:>10} {:>6} {:>16.0} {:>16.0} {:>6.1}% {:>10.1}",
                     row.net,
                     row.batch,
@@ -180,9 +176,19 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
                     row.bare_pos_per_s,
                     100.0 * row.ratio,
                     row.mean_batch
-                );
-            }
+                )
+            })?;
         }
+    }
+    Ok(())
+}
+
+/// Prints a benchmark row as one JSON line, or as text.
+fn report(json: bool, row: &impl serde::Serialize, text: impl FnOnce() -> String) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(row)?);
+    } else {
+        println!("{}", text());
     }
     Ok(())
 }
@@ -206,10 +212,8 @@ fn bench_search(args: BenchSearchArgs) -> Result<()> {
         args.seconds,
         &samples,
     );
-    if args.json {
-        println!("{}", serde_json::to_string(&row)?);
-    } else {
-        println!(
+    report(args.json, &row, || {
+        format!(
             "{} batch {} ({} search threads): {:.0} nodes/s, bare {:.0} positions/s, {:.1}% (mean batch {:.1})",
             row.net,
             row.batch,
@@ -218,18 +222,15 @@ fn bench_search(args: BenchSearchArgs) -> Result<()> {
             row.bare_pos_per_s,
             100.0 * row.ratio,
             row.mean_batch
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
     let config = load_config(&args.config)?;
     let row = bench::selfplay_row(&config, Device::cuda_if_available(), args.seconds, 1);
-    if args.json {
-        println!("{}", serde_json::to_string(&row)?);
-    } else {
-        println!(
+    report(args.json, &row, || {
+        format!(
             "{}: {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1})",
             row.net,
             row.games,
@@ -238,7 +239,6 @@ fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
             row.positions_per_s,
             row.nodes_per_s,
             row.mean_batch
-        );
-    }
-    Ok(())
+        )
+    })
 }
