@@ -4,6 +4,8 @@
 //! array, naive attacks, its own rule 5/6 bookkeeping), so that it shares
 //! no code with the bitboard move generator it checks.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 
 use engine::{Color, Game, Kind, Move, Outcome, Piece, Position, Reason, Rules, Square, START_FEN};
@@ -774,35 +776,6 @@ fn random_games_with_pawns_facing_each_other() {
     }
 }
 
-/// The board field of a FEN from FEN letters by square index.
-fn board_field(cells: &[Option<char>; 100]) -> String {
-    let ranks: Vec<String> = cells
-        .chunks(10)
-        .rev()
-        .map(|rank| {
-            let mut text = String::new();
-            let mut gap = 0;
-            for cell in rank {
-                match cell {
-                    Some(c) => {
-                        if gap > 0 {
-                            text += &gap.to_string();
-                            gap = 0;
-                        }
-                        text.push(*c);
-                    }
-                    None => gap += 1,
-                }
-            }
-            if gap > 0 {
-                text += &gap.to_string();
-            }
-            text
-        })
-        .collect();
-    ranks.join("/")
-}
-
 #[test]
 fn castling_against_every_single_attacker() {
     // Castling rights on both sides and one enemy piece on each square in
@@ -828,7 +801,7 @@ fn castling_against_every_single_attacker() {
                 }
                 let mut cells = home;
                 cells[index] = Some(letter);
-                let fen = format!("{} {side} KQkq - 0 1", board_field(&cells));
+                let fen = format!("{} {side} KQkq - 0 1", common::board_field(&cells));
                 // FEN refuses pawns on the back ranks.
                 let Ok(pos) = Position::from_fen(&fen) else {
                     continue;

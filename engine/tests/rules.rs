@@ -1,6 +1,8 @@
 //! One focused test per rule of ../../shared/RULES.md: exact legal move sets
 //! and outcomes in positions built from FEN or reached by real moves.
 
+mod common;
+
 use std::collections::BTreeSet;
 
 use engine::{Color, Game, Kind, Outcome, Piece, Position, Reason, Rules, Run, Square, START_FEN};
@@ -13,31 +15,8 @@ fn board(pieces: &str) -> String {
         let sq: Square = item[1..].parse().unwrap();
         grid[sq.rank() as usize][sq.file() as usize] = Some(letter);
     }
-    let ranks: Vec<String> = grid
-        .iter()
-        .rev()
-        .map(|rank| {
-            let mut text = String::new();
-            let mut gap = 0;
-            for cell in rank {
-                match cell {
-                    Some(c) => {
-                        if gap > 0 {
-                            text += &gap.to_string();
-                            gap = 0;
-                        }
-                        text.push(*c);
-                    }
-                    None => gap += 1,
-                }
-            }
-            if gap > 0 {
-                text += &gap.to_string();
-            }
-            text
-        })
-        .collect();
-    ranks.join("/")
+    let cells: Vec<Option<char>> = grid.iter().flatten().copied().collect();
+    common::board_field(&cells.try_into().expect("100 squares"))
 }
 
 fn fen(pieces: &str, rest: &str) -> Position {

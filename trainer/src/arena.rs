@@ -20,6 +20,8 @@ use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
+use crate::train::{latest_checkpoint, weights_file};
+
 const DEFAULT_PLAYOUTS: u32 = 100;
 /// How long a partial batch waits: long enough for the other games' leaves
 /// to join, short enough that the last game running alone is barely slowed.
@@ -114,16 +116,10 @@ pub fn resolve_weights(path: &Path) -> Result<PathBuf> {
         );
     }
     if path.file_name() == Some("latest".as_ref()) {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let name = text.trim();
-        if name.is_empty() || name.contains(['/', '\\']) || name.lines().count() != 1 {
-            bail!(
-                "{}: expected a checkpoint name, found {name:?}",
-                path.display()
-            );
-        }
-        let weights = path.with_file_name(format!("{name}.weights.safetensors"));
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let name =
+            latest_checkpoint(dir)?.with_context(|| format!("{}: no such file", path.display()))?;
+        let weights = weights_file(dir, &name);
         if !weights.is_file() {
             bail!(
                 "{} names checkpoint {name}, but {} does not exist",

@@ -236,7 +236,7 @@ impl TrainState {
     /// points `latest` at them; each file atomically, `latest` last.
     pub fn save_checkpoint(&self, dir: &Path) -> Result<PathBuf> {
         let name = format!("{:06}", self.progress.checkpoint);
-        let weights_path = dir.join(format!("{name}.weights.safetensors"));
+        let weights_path = weights_file(dir, &name);
         weights::save(&self.net, &weights_path)?;
         let state_path = dir.join(format!("{name}.state.safetensors"));
         weights::write_atomically(&state_path, &self.state_bytes()?)
@@ -278,7 +278,7 @@ impl TrainState {
 
     /// Loads checkpoint `name` (such as `000012`) from `dir` onto `device`.
     pub fn load_checkpoint(dir: &Path, name: &str, device: Device) -> Result<TrainState> {
-        let weights_path = dir.join(format!("{name}.weights.safetensors"));
+        let weights_path = weights_file(dir, name);
         let net = weights::load(&weights_path, device)?;
         let mut state = TrainState::new(net);
         let state_path = dir.join(format!("{name}.state.safetensors"));
@@ -322,6 +322,11 @@ impl TrainState {
         }
         Ok(state)
     }
+}
+
+/// The weights file of checkpoint `name` in a checkpoints directory.
+pub fn weights_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.weights.safetensors"))
 }
 
 /// The checkpoint name `latest` holds in a checkpoints directory, if any.
