@@ -18,6 +18,7 @@ pub mod position;
 pub mod rules;
 pub mod san;
 pub mod types;
+pub mod uci;
 mod zobrist;
 
 pub use bitboard::Bitboard;

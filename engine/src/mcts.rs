@@ -35,6 +35,11 @@ pub struct SearchConfig {
     pub dirichlet_epsilon: f32,
     /// Positions of history passed to the evaluator (the current one included).
     pub history: usize,
+    /// At each expansion, look one ply ahead for a move that wins at once
+    /// (checkmate or a `king-quota` loss for the opponent) and give it all of
+    /// the node's prior: a few playouts then neither miss a mate in one nor
+    /// walk into one, whatever the network's priors say.
+    pub win_check: bool,
 }
 
 impl Default for SearchConfig {
@@ -49,6 +54,7 @@ impl Default for SearchConfig {
             dirichlet_alpha_total: 10.0,
             dirichlet_epsilon: 0.0,
             history: 8,
+            win_check: true,
         }
     }
 }
@@ -115,6 +121,8 @@ struct PendingLeaf {
     history: Vec<Position>,
     repetitions: u8,
     moves: Vec<Move>,
+    /// Index of a move that wins at once, found by `win_check`.
+    winning: Option<usize>,
 }
 
 pub struct Search {
@@ -245,7 +253,15 @@ impl Search {
         self.evaluations += pending.len() as u64;
         for (leaf, evaluation) in pending.into_iter().zip(evaluations) {
             let node = *leaf.path.last().expect("a path ends at its leaf");
-            self.expand(node, &leaf.moves, &evaluation.policy);
+            match leaf.winning {
+                Some(win) => {
+                    let priors: Vec<f32> = (0..leaf.moves.len())
+                        .map(|i| if i == win { 1.0 } else { 0.0 })
+                        .collect();
+                    self.expand(node, &leaf.moves, &priors);
+                }
+                None => self.expand(node, &leaf.moves, &evaluation.policy),
+            }
             let wdl = evaluation.wdl;
             self.backup(&leaf.path, wdl.value(), wdl.draw);
         }
@@ -357,11 +373,20 @@ impl Search {
         let mut history = Vec::with_capacity(from_root + from_line);
         history.extend_from_slice(&self.history[self.history.len() - from_root..]);
         history.extend_from_slice(&line[line.len() - from_line..]);
+        let us = pos.side_to_move();
+        let winning = self.config.win_check.then(|| {
+            moves.iter().position(|&mv| {
+                pos.after(mv)
+                    .outcome_without_moves()
+                    .is_some_and(|o| o.winner == Some(us))
+            })
+        });
         Selection::Leaf(PendingLeaf {
             path,
             history,
             repetitions: repetitions.min(2) as u8,
             moves: moves.to_vec(),
+            winning: winning.flatten(),
         })
     }
 
@@ -457,8 +482,14 @@ impl Search {
 
     /// The most visited root move (ties: the better value, then the higher prior).
     pub fn best_move(&self) -> Option<Move> {
+        self.best_move_among(|_| true)
+    }
+
+    /// [`Search::best_move`] among the root moves `allowed` accepts.
+    pub fn best_move_among(&self, allowed: impl Fn(Move) -> bool) -> Option<Move> {
         self.root_children()
             .into_iter()
+            .filter(|c| allowed(c.mv))
             .max_by(|a, b| {
                 a.visits
                     .cmp(&b.visits)

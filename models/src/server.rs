@@ -2,6 +2,12 @@
 //! threads encode their positions and send them over a crossbeam channel; the
 //! server gathers a batch (up to a size, or until a short wait ends), runs one
 //! forward pass and answers each caller with priors over its legal moves.
+//!
+//! On a CPU the server can run several replicas, each a thread with its own
+//! copy of the network and one libtorch thread, all taking batches from the
+//! same queue: no OpenMP team then waits at a barrier for a thread that
+//! another process has preempted, which made a two-thread server ten times
+//! slower while anything else ran on the machine.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,9 +31,16 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// How long a partial batch waits for more positions, in microseconds.
     pub max_wait_us: u64,
-    /// libtorch intra-op threads of the server thread (0 = one per core).
+    /// libtorch intra-op threads of each replica's thread (0 = one per core).
     #[serde(default)]
     pub threads: usize,
+    /// Server threads, each with its own copy of the network (at least 1).
+    #[serde(default = "one")]
+    pub replicas: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Default for ServerConfig {
@@ -36,6 +49,7 @@ impl Default for ServerConfig {
             max_batch: 256,
             max_wait_us: 1000,
             threads: 0,
+            replicas: 1,
         }
     }
 }
@@ -67,23 +81,26 @@ struct Job {
 /// Work run on the server thread with the network (weight updates, measurements).
 type Task = Box<dyn FnOnce(&mut Net) + Send>;
 
-enum Message {
-    Evaluate(Job),
+/// What a replica gets on its own queue.
+enum Control {
     Run(Task),
     Stop,
 }
 
-/// The server thread. Dropping it stops the thread; callers then get
+/// The server threads. Dropping it stops them; callers then get
 /// [`EvalError::Disconnected`].
 pub struct InferenceServer {
     client: InferenceClient,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 /// A cheap, cloneable handle that search threads evaluate through.
 #[derive(Clone)]
 pub struct InferenceClient {
-    sender: Sender<Message>,
+    /// Positions for any replica.
+    sender: Sender<Job>,
+    /// Each replica's own queue, for tasks and the stop.
+    replicas: Arc<[Sender<Control>]>,
     encoder: EncoderConfig,
     stats: Arc<ServerStats>,
 }
@@ -93,18 +110,37 @@ impl InferenceServer {
         let (sender, receiver) = crossbeam_channel::unbounded();
         let stats = Arc::new(ServerStats::default());
         let encoder = net.arch().encoder;
-        let thread_stats = Arc::clone(&stats);
-        let thread = std::thread::Builder::new()
-            .name("inference".to_string())
-            .spawn(move || serve(net, config, receiver, &thread_stats))
-            .expect("spawning the inference thread");
+        let replicas = config.replicas.max(1);
+        let mut nets = Vec::with_capacity(replicas);
+        for _ in 1..replicas {
+            let bytes = crate::weights::to_bytes(&net);
+            nets.push(
+                crate::weights::from_bytes(&bytes, "replica", net.device())
+                    .expect("a network's own bytes load back"),
+            );
+        }
+        nets.insert(0, net);
+        let mut own_senders = Vec::with_capacity(replicas);
+        let mut threads = Vec::with_capacity(replicas);
+        for (i, net) in nets.into_iter().enumerate() {
+            let (own, own_receiver) = crossbeam_channel::unbounded();
+            own_senders.push(own);
+            let shared = receiver.clone();
+            let thread_stats = Arc::clone(&stats);
+            let thread = std::thread::Builder::new()
+                .name(format!("inference-{i}"))
+                .spawn(move || serve(net, config, &own_receiver, &shared, &thread_stats))
+                .expect("spawning an inference thread");
+            threads.push(thread);
+        }
         InferenceServer {
             client: InferenceClient {
                 sender,
+                replicas: own_senders.into(),
                 encoder,
                 stats,
             },
-            thread: Some(thread),
+            threads,
         }
     }
 
@@ -112,14 +148,16 @@ impl InferenceServer {
         self.client.clone()
     }
 
-    /// Stops the server and waits for its thread.
+    /// Stops the server and waits for its threads.
     pub fn shutdown(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
-        let _ = self.client.sender.send(Message::Stop);
-        if let Some(thread) = self.thread.take() {
+        for replica in self.client.replicas.iter() {
+            let _ = replica.send(Control::Stop);
+        }
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
@@ -136,20 +174,43 @@ impl InferenceClient {
         &self.stats
     }
 
-    /// Runs `task` on the server thread, between batches, with the network.
+    /// Runs `task` on the first replica's thread, between batches, with its network.
     pub fn run_on_server<R: Send + 'static>(
         &self,
         task: impl FnOnce(&mut Net) -> R + Send + 'static,
     ) -> Result<R, EvalError> {
-        let (reply, answer) = crossbeam_channel::bounded(1);
-        let task: Task = Box::new(move |net| {
-            let _ = reply.send(task(net));
-        });
-        self.sender
-            .send(Message::Run(task))
-            .map_err(|_| EvalError::Disconnected)?;
-        answer.recv().map_err(|_| EvalError::Disconnected)
+        run_on(&self.replicas[0], task)
     }
+
+    /// Runs `task` on every replica's thread with its network, one after the
+    /// other, and returns the answers in replica order.
+    pub fn run_on_each<R: Send + 'static>(
+        &self,
+        task: impl Fn(&mut Net) -> R + Send + Sync + 'static,
+    ) -> Result<Vec<R>, EvalError> {
+        let task = Arc::new(task);
+        self.replicas
+            .iter()
+            .map(|replica| {
+                let task = Arc::clone(&task);
+                run_on(replica, move |net| task(net))
+            })
+            .collect()
+    }
+}
+
+fn run_on<R: Send + 'static>(
+    replica: &Sender<Control>,
+    task: impl FnOnce(&mut Net) -> R + Send + 'static,
+) -> Result<R, EvalError> {
+    let (reply, answer) = crossbeam_channel::bounded(1);
+    let task: Task = Box::new(move |net| {
+        let _ = reply.send(task(net));
+    });
+    replica
+        .send(Control::Run(task))
+        .map_err(|_| EvalError::Disconnected)?;
+    answer.recv().map_err(|_| EvalError::Disconnected)
 }
 
 impl Evaluator for InferenceClient {
@@ -175,14 +236,19 @@ impl Evaluator for InferenceClient {
             move_counts,
             reply,
         };
-        self.sender
-            .send(Message::Evaluate(job))
-            .map_err(|_| EvalError::Disconnected)?;
+        self.sender.send(job).map_err(|_| EvalError::Disconnected)?;
         answer.recv().map_err(|_| EvalError::Disconnected)?
     }
 }
 
-fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats: &ServerStats) {
+/// One replica: tasks and the stop come on `own`, batches on `shared`.
+fn serve(
+    mut net: Net,
+    config: ServerConfig,
+    own: &Receiver<Control>,
+    shared: &Receiver<Job>,
+    stats: &ServerStats,
+) {
     crate::set_intra_op_threads(config.threads);
     let planes = net.arch().encoder.planes() as i64;
     let input_len = net.arch().encoder.input_len();
@@ -191,34 +257,28 @@ fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats:
     let mut buffer: Vec<f32> = Vec::with_capacity(max_batch * input_len);
     let mut indices: Vec<i64> = Vec::new();
     loop {
-        let mut jobs = match receiver.recv() {
-            Ok(Message::Evaluate(job)) => vec![job],
-            Ok(Message::Run(task)) => {
-                task(&mut net);
-                continue;
-            }
-            Ok(Message::Stop) | Err(_) => return,
+        let first = crossbeam_channel::select_biased! {
+            recv(own) -> control => match control {
+                Ok(Control::Run(task)) => {
+                    task(&mut net);
+                    continue;
+                }
+                Ok(Control::Stop) | Err(_) => return,
+            },
+            recv(shared) -> job => job,
         };
+        // The server holds a sender, so the shared queue outlives the replicas.
+        let Ok(first) = first else { return };
+        let mut jobs = vec![first];
         let mut positions = jobs[0].move_counts.len();
         let deadline = Instant::now() + wait;
-        let mut stopping = false;
-        let mut pending_tasks = Vec::new();
         while positions < max_batch {
-            match receiver.recv_deadline(deadline) {
-                Ok(Message::Evaluate(job)) => {
+            match shared.recv_deadline(deadline) {
+                Ok(job) => {
                     positions += job.move_counts.len();
                     jobs.push(job);
                 }
-                Ok(Message::Run(task)) => pending_tasks.push(task),
-                Ok(Message::Stop) => {
-                    stopping = true;
-                    break;
-                }
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    stopping = true;
-                    break;
-                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
 
@@ -246,12 +306,6 @@ fn serve(mut net: Net, config: ServerConfig, receiver: Receiver<Message>, stats:
                     let _ = job.reply.send(Err(EvalError::Backend(why.clone())));
                 }
             }
-        }
-        for task in pending_tasks {
-            task(&mut net);
-        }
-        if stopping {
-            return;
         }
     }
 }
@@ -346,6 +400,10 @@ mod tests {
     use tch::Device;
 
     fn server(max_batch: usize) -> InferenceServer {
+        server_with_replicas(max_batch, 1)
+    }
+
+    fn server_with_replicas(max_batch: usize, replicas: usize) -> InferenceServer {
         let arch = Architecture {
             net: NetConfig::new(1, 8),
             encoder: EncoderConfig::default(),
@@ -356,6 +414,7 @@ mod tests {
                 max_batch,
                 max_wait_us: 2000,
                 threads: 1,
+                replicas,
             },
         )
     }
@@ -396,6 +455,71 @@ mod tests {
         assert!(server.client().stats().mean_batch() >= 1.0);
         let blocks = server.client().run_on_server(|net| net.arch().net.blocks);
         assert_eq!(blocks, Ok(1));
+    }
+
+    #[test]
+    fn replicas_answer_alike_and_each_runs_tasks() {
+        let server = server_with_replicas(4, 3);
+        let pos = Position::start();
+        let moves = pos.legal_moves();
+        let history = [pos];
+        let request = EvalRequest {
+            history: &history,
+            repetitions: 0,
+            moves: &moves,
+        };
+        let expected = server.client().evaluate(&request).unwrap();
+        std::thread::scope(|scope| {
+            for _ in 0..6 {
+                let client = server.client();
+                let expected = expected.clone();
+                scope.spawn(move || {
+                    for _ in 0..10 {
+                        for eval in client.evaluate_batch(&[request; 3]).unwrap() {
+                            for (a, b) in eval.policy.iter().zip(&expected.policy) {
+                                assert!((a - b).abs() < 1e-4);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let names = server
+            .client()
+            .run_on_each(|_| std::thread::current().name().unwrap().to_string())
+            .unwrap();
+        assert_eq!(names, ["inference-0", "inference-1", "inference-2"]);
+        // A weight change reaches every replica.
+        server
+            .client()
+            .run_on_each(|net| {
+                tch::no_grad(|| {
+                    for mut v in net.var_store().trainable_variables() {
+                        let _ = v.zero_();
+                    }
+                })
+            })
+            .unwrap();
+        // All-zero weights give uniform priors, whichever replica answers.
+        std::thread::scope(|scope| {
+            for _ in 0..6 {
+                let client = server.client();
+                scope.spawn(move || {
+                    for _ in 0..5 {
+                        for eval in client.evaluate_batch(&[request; 2]).unwrap() {
+                            let uniform = 1.0 / eval.policy.len() as f32;
+                            assert!(eval.policy.iter().all(|p| (p - uniform).abs() < 1e-6));
+                        }
+                    }
+                });
+            }
+        });
+        let client = server.client();
+        server.shutdown();
+        assert_eq!(
+            client.evaluate(&request).unwrap_err(),
+            EvalError::Disconnected
+        );
     }
 
     #[test]

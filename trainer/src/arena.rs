@@ -1,54 +1,82 @@
-//! `mixzero arena`: a match between two players (built-in baselines or
-//! networks searched with MCTS), with balanced random openings, games in
-//! parallel, and the score of player 1 as an Elo difference with a 95%
-//! confidence interval.
+//! `mixzero arena`: a match between two players (built-in baselines,
+//! networks searched with MCTS, or external UCI engines), from a book of
+//! balanced openings or random ones, games in parallel, with the score of
+//! player 1 as an Elo difference with a 95% confidence interval and an
+//! optional SPRT that stops the match once it decides.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use engine::mcts::SearchConfig;
 use engine::players::mcts::MctsPlayer;
-use engine::players::{play_game, player_from_spec, Player, PlayerSpecError};
-use engine::{Color, Game, Position};
+use engine::players::{player_from_spec, Player, PlayerSpecError};
+use engine::{Color, Game, Move, Outcome, Position, Reason};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
-use rand::rngs::SmallRng;
-use rand::seq::IndexedRandom;
-use rand::SeedableRng;
 use serde::Serialize;
 
+use crate::openings;
+use crate::sprt::{Decision, Sprt, SprtReport};
 use crate::train::{latest_checkpoint, weights_file};
+use crate::uci_engine::{UciConfig, UciEngine};
 
 const DEFAULT_PLAYOUTS: u32 = 100;
 /// How long a partial batch waits: long enough for the other games' leaves
 /// to join, short enough that the last game running alone is barely slowed.
 const MAX_WAIT_US: u64 = 200;
 
+/// Where the games start.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Openings {
+    /// The built-in book of balanced lines, cycled through.
+    Book,
+    /// `--opening-plies` random moves.
+    Random,
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct ArenaArgs {
-    /// A player, given twice: random, greedy, alphabeta:DEPTH, or a network
-    /// PATH[:playouts=N] (a weights file, a run directory, its checkpoints
-    /// directory or its checkpoints/latest file).
+    /// A player, given twice: random, greedy, alphabeta:DEPTH, a network
+    /// PATH[:playouts=N|:movetime=MS] (a weights file, a run directory, its
+    /// checkpoints directory or its checkpoints/latest file), or an external
+    /// engine uci:COMMAND[;key=value...] (keys: option.NAME, files=j,
+    /// searchmoves=1, movetime=MS, nodes=N, depth=D, timeout=MS, name=NAME).
     #[arg(long = "player", value_name = "SPEC", required = true)]
     pub players: Vec<String>,
-    /// Games to play (pairs share an opening with colours swapped).
+    /// Games to play (pairs share an opening with colours swapped); the
+    /// most, with --sprt.
     #[arg(long, default_value_t = 100)]
     pub games: usize,
     /// Games played at once (default: the number of cores).
     #[arg(long)]
     pub concurrency: Option<usize>,
+    /// libtorch threads of each network's inference thread (default: the
+    /// cores shared among the networks).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Seed of the openings and of the baseline players.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Plies after which a game is adjudicated a draw.
+    /// Plies, opening included, after which a game is adjudicated a draw.
     #[arg(long, default_value_t = 400)]
     pub max_plies: usize,
-    /// Random plies from the start position before the players take over.
+    /// Where the games start: the built-in book or random moves.
+    #[arg(long, value_enum, default_value_t = Openings::Book)]
+    pub openings: Openings,
+    /// Random plies from the start position, with --openings random.
     #[arg(long, default_value_t = 4)]
     pub opening_plies: usize,
+    /// Stop once a sequential test decides between Elo elo0 (H0) and elo1
+    /// (H1), with error rates alpha and beta (default 0.05 each).
+    #[arg(
+        long,
+        value_name = "ELO0,ELO1[,ALPHA,BETA]",
+        allow_hyphen_values = true
+    )]
+    pub sprt: Option<Sprt>,
     /// Write every game here as PGN when the match ends.
     #[arg(long, value_name = "FILE")]
     pub pgn_out: Option<PathBuf>,
@@ -62,41 +90,57 @@ pub struct ArenaArgs {
 pub enum PlayerSpec {
     /// `random`, `greedy` or `alphabeta:D`, checked by [`player_from_spec`].
     Builtin(String),
-    /// A weights file (resolved) searched with `playouts` per move.
-    Network { weights: PathBuf, playouts: u32 },
+    /// A weights file (resolved) searched with MCTS.
+    Network { weights: PathBuf, budget: Budget },
+    /// An external engine.
+    Uci(UciConfig),
+}
+
+/// How long a network searches each move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    Playouts(u32),
+    Movetime(Duration),
 }
 
 /// Parses a `--player` value, resolving a network's path to its weights file.
 pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
+    if spec.starts_with("uci:") {
+        let config = UciConfig::parse(spec).with_context(|| format!("player `{spec}`"))?;
+        return Ok(PlayerSpec::Uci(config));
+    }
     match player_from_spec(spec, 0) {
         Ok(_) => return Ok(PlayerSpec::Builtin(spec.to_string())),
         Err(e @ PlayerSpecError::Depth(_)) => bail!("player `{spec}`: {e}"),
         Err(PlayerSpecError::Unknown(_)) => {}
     }
-    let (path, playouts) = match spec.rsplit_once(':') {
+    let (path, budget) = match spec.rsplit_once(':') {
         Some((path, option)) if option.contains('=') => {
-            let value = option.strip_prefix("playouts=").with_context(|| {
-                format!("player `{spec}`: unknown option `{option}` (expected playouts=N)")
+            let (key, value) = option.split_once('=').unwrap_or_default();
+            let number = value.parse::<u32>().ok().filter(|&n| n >= 1);
+            let budget = match key {
+                "playouts" => number.map(Budget::Playouts),
+                "movetime" => number.map(|ms| Budget::Movetime(Duration::from_millis(ms.into()))),
+                _ => bail!(
+                    "player `{spec}`: unknown option `{option}` \
+                     (expected playouts=N or movetime=MS)"
+                ),
+            }
+            .with_context(|| {
+                format!("player `{spec}`: {key} `{value}` is not a whole number >= 1")
             })?;
-            let playouts = value
-                .parse::<u32>()
-                .ok()
-                .filter(|&n| n >= 1)
-                .with_context(|| {
-                    format!("player `{spec}`: playouts `{value}` is not a whole number >= 1")
-                })?;
-            (path, playouts)
+            (path, budget)
         }
-        _ => (spec, DEFAULT_PLAYOUTS),
+        _ => (spec, Budget::Playouts(DEFAULT_PLAYOUTS)),
     };
     if !Path::new(path).exists() {
         bail!(
-            "unknown player `{spec}`: not random, greedy or alphabeta:DEPTH, \
+            "unknown player `{spec}`: not random, greedy, alphabeta:DEPTH or uci:COMMAND, \
              and there is no weights file or run directory `{path}`"
         );
     }
     let weights = resolve_weights(Path::new(path)).with_context(|| format!("player `{spec}`"))?;
-    Ok(PlayerSpec::Network { weights, playouts })
+    Ok(PlayerSpec::Network { weights, budget })
 }
 
 /// The weights file behind `path`: a weights file itself, a `latest` file
@@ -216,8 +260,13 @@ pub struct Summary {
     pub score: f64,
     pub elo: f64,
     pub elo_ci95: [f64; 2],
+    /// Games lost by a player that gave no legal move (engine crash,
+    /// timeout, illegal move).
+    pub forfeits: u32,
     /// Network moves chosen without a complete search (evaluator failures).
     pub eval_failures: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sprt: Option<SprtReport>,
     pub seconds: f64,
 }
 
@@ -226,46 +275,124 @@ enum Maker {
     Builtin(String),
     Network {
         client: InferenceClient,
-        playouts: u32,
+        budget: Budget,
         config: SearchConfig,
+    },
+    /// Engines between games, started and ready; a game takes one or starts one.
+    Uci {
+        config: UciConfig,
+        idle: Mutex<Vec<UciEngine>>,
     },
 }
 
-/// A player for one game; networks keep their failure count readable.
-enum Seat {
+/// A player for one game.
+enum Seat<'a> {
     Builtin(Box<dyn Player + Send>),
-    Network(Box<MctsPlayer>),
+    /// With a move time, searched for that long instead of its playouts.
+    Network(Box<MctsPlayer>, Option<Duration>),
+    /// The engine is started at the first move when none was ready, and
+    /// dropped (which ends its process) when it fails.
+    Uci {
+        engine: Option<UciEngine>,
+        config: &'a UciConfig,
+    },
 }
 
-impl Seat {
-    fn player(&mut self) -> &mut dyn Player {
+/// Why a player lost without a legal move.
+struct Forfeit {
+    /// The PGN `Termination` value.
+    termination: &'static str,
+    /// What happened, for the game line, the log and a PGN comment.
+    note: String,
+}
+
+impl Seat<'_> {
+    fn choose(&mut self, game: &Game) -> Result<Move, Forfeit> {
         match self {
-            Seat::Builtin(p) => p.as_mut(),
-            Seat::Network(p) => p.as_mut(),
+            Seat::Builtin(p) => Ok(p.choose(game)),
+            Seat::Network(p, None) => Ok(p.choose(game)),
+            Seat::Network(p, Some(movetime)) => {
+                let deadline = Instant::now() + *movetime;
+                // At least one batch of leaves, however short the time.
+                let mut first = true;
+                Ok(p.search_until(game, |search| {
+                    let more = first || Instant::now() < deadline;
+                    first = false;
+                    if more {
+                        search.config().leaves_in_flight
+                    } else {
+                        0
+                    }
+                }))
+            }
+            Seat::Uci { engine, config } => {
+                let answer = match engine.take() {
+                    Some(ready) => Ok(ready),
+                    None => UciEngine::start(config)
+                        .and_then(|mut fresh| fresh.new_game().map(|()| fresh)),
+                }
+                .and_then(|mut ready| Ok((ready.best_move(game)?, ready)));
+                match answer {
+                    Ok((mv, ready)) => {
+                        *engine = Some(ready);
+                        Ok(mv)
+                    }
+                    Err(e) => Err(Forfeit {
+                        termination: e.termination(),
+                        note: e.to_string(),
+                    }),
+                }
+            }
         }
     }
 
     fn eval_failures(&self) -> u64 {
         match self {
-            Seat::Builtin(_) => 0,
-            Seat::Network(p) => p.eval_failures(),
+            Seat::Network(p, _) => p.eval_failures(),
+            Seat::Builtin(_) | Seat::Uci { .. } => 0,
         }
     }
 }
 
 impl Maker {
-    fn seat(&self, name: &str, seed: u64) -> Seat {
+    fn seat(&self, name: &str, seed: u64) -> Seat<'_> {
         match self {
             Maker::Builtin(spec) => {
                 Seat::Builtin(player_from_spec(spec, seed).expect("checked by parse_spec"))
             }
             Maker::Network {
                 client,
-                playouts,
+                budget,
                 config,
-            } => Seat::Network(Box::new(
-                MctsPlayer::new(Arc::new(client.clone()), *playouts, *config).with_name(name),
-            )),
+            } => {
+                let (playouts, movetime) = match *budget {
+                    Budget::Playouts(playouts) => (playouts, None),
+                    // The playout count goes unused: the time decides.
+                    Budget::Movetime(movetime) => (1, Some(movetime)),
+                };
+                let player = MctsPlayer::new(Arc::new(client.clone()), playouts, *config);
+                Seat::Network(Box::new(player.with_name(name)), movetime)
+            }
+            Maker::Uci { config, idle } => {
+                let kept = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                // One that fails `ucinewgame` is dropped; the first move starts another.
+                let engine = kept.and_then(|mut engine| engine.new_game().ok().map(|()| engine));
+                Seat::Uci { engine, config }
+            }
+        }
+    }
+
+    /// Takes back a seat after its game, keeping an engine that still works.
+    fn release(&self, seat: Seat) {
+        if let (
+            Maker::Uci { idle, .. },
+            Seat::Uci {
+                engine: Some(engine),
+                ..
+            },
+        ) = (self, seat)
+        {
+            idle.lock().unwrap_or_else(|e| e.into_inner()).push(engine);
         }
     }
 }
@@ -276,6 +403,47 @@ struct Finished {
     game: Game,
     player1_white: bool,
     eval_failures: u64,
+    forfeit: Option<Forfeit>,
+}
+
+/// Plays `opening` from the start position, then lets the players move
+/// until the game ends or reaches `max_plies`. A player that gives no legal
+/// move loses by adjudication, with the reason returned.
+fn play_one(
+    seats: [&mut Seat<'_>; 2],
+    names: [&str; 2],
+    opening: &[Move],
+    max_plies: usize,
+) -> (Game, Option<Forfeit>) {
+    let mut game = Game::new(Position::start());
+    for &mv in opening {
+        game.play_unchecked(mv);
+    }
+    let [white, black] = seats;
+    while game.outcome().is_none() {
+        if game.moves().len() >= max_plies {
+            game.adjudicate(Outcome::draw(Reason::Adjudication));
+            break;
+        }
+        let mover = game.position().side_to_move();
+        let seat = match mover {
+            Color::White => &mut *white,
+            Color::Black => &mut *black,
+        };
+        let played = seat.choose(&game).and_then(|mv| {
+            game.play(mv).map_err(|e| Forfeit {
+                termination: "rules infraction",
+                note: e.to_string(),
+            })
+        });
+        if let Err(forfeit) = played {
+            game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
+            let name = names[mover.index()];
+            let note = format!("{mover:?} ({name}) forfeits: {}", forfeit.note);
+            return (game, Some(Forfeit { note, ..forfeit }));
+        }
+    }
+    (game, None)
 }
 
 /// A seed for each (match seed, stream, index), so games and openings differ.
@@ -289,28 +457,37 @@ fn mix_seed(seed: u64, stream: u64, index: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// The start position after up to `plies` random moves, none of which ends the game.
-pub fn random_opening(plies: usize, seed: u64) -> Position {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut game = Game::new(Position::start());
-    for _ in 0..plies {
-        let pos = *game.position();
-        let ongoing: Vec<_> = pos
-            .legal_moves()
-            .iter()
-            .copied()
-            .filter(|&mv| pos.after(mv).outcome().is_none())
-            .collect();
-        match ongoing.choose(&mut rng) {
-            Some(&mv) => game.play_unchecked(mv),
-            None => break,
-        }
+/// The game as PGN; a forfeit sets `Termination` and adds its note as a
+/// comment before the result.
+fn game_pgn(game: &Game, tags: &[(&str, String)], forfeit: Option<&Forfeit>) -> String {
+    let Some(forfeit) = forfeit else {
+        return engine::write_pgn(game, tags);
+    };
+    let mut tags = tags.to_vec();
+    tags.push(("Termination", forfeit.termination.to_string()));
+    let pgn = engine::write_pgn(game, &tags);
+    let note: String = forfeit
+        .note
+        .chars()
+        .map(|c| match c {
+            '{' => '(',
+            '}' => ')',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    let body = pgn.trim_end();
+    match body.rsplit_once(char::is_whitespace) {
+        Some((moves, result)) => format!("{moves}\n{{{note}}}\n{result}\n"),
+        None => pgn,
     }
-    *game.position()
 }
 
-pub fn run(args: ArenaArgs) -> Result<()> {
-    let [name1, name2] = <[String; 2]>::try_from(args.players.clone())
+/// Plays the match `args` describes (its output options aside), hands a
+/// line per finished game to `on_game`, writes the PGN when asked, and
+/// returns the summary.
+pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Summary> {
+    let [spec1, spec2] = <[String; 2]>::try_from(args.players.clone())
         .ok()
         .context("give --player exactly twice")?;
     if args.games == 0 {
@@ -323,7 +500,11 @@ pub fn run(args: ArenaArgs) -> Result<()> {
         bail!("--concurrency must be at least 1");
     }
     let concurrency = concurrency.min(args.games);
-    let specs = [parse_spec(&name1)?, parse_spec(&name2)?];
+    let specs = [parse_spec(&spec1)?, parse_spec(&spec2)?];
+    let names = [(&specs[0], &spec1), (&specs[1], &spec2)].map(|(spec, given)| match spec {
+        PlayerSpec::Uci(config) => config.name.clone(),
+        _ => given.clone(),
+    });
 
     // One server per distinct network, shared by every game of the match.
     let key = |weights: &PathBuf| std::fs::canonicalize(weights).unwrap_or(weights.clone());
@@ -347,40 +528,70 @@ pub fn run(args: ArenaArgs) -> Result<()> {
                 // Positions, not games: each search sends a batch of leaves.
                 max_batch: concurrency * SearchConfig::default().leaves_in_flight,
                 max_wait_us: MAX_WAIT_US,
-                threads: (cores / networks.len()).max(1),
+                threads: args.threads.unwrap_or((cores / networks.len()).max(1)),
+                replicas: 1,
             },
         );
         servers.insert(weights.clone(), (server, history));
     }
-    let makers = specs.map(|spec| match spec {
-        PlayerSpec::Builtin(spec) => Maker::Builtin(spec),
-        PlayerSpec::Network { weights, playouts } => {
-            let (server, history) = &servers[&key(&weights)];
-            Maker::Network {
-                client: server.client(),
-                playouts,
-                config: SearchConfig {
-                    history: *history,
-                    ..SearchConfig::default()
-                },
+    let mut makers = Vec::with_capacity(2);
+    for (spec, given) in specs.into_iter().zip([&spec1, &spec2]) {
+        makers.push(match spec {
+            PlayerSpec::Builtin(spec) => Maker::Builtin(spec),
+            PlayerSpec::Network { weights, budget } => {
+                let (server, history) = &servers[&key(&weights)];
+                Maker::Network {
+                    client: server.client(),
+                    budget,
+                    config: SearchConfig {
+                        history: *history,
+                        ..SearchConfig::default()
+                    },
+                }
             }
+            PlayerSpec::Uci(config) => {
+                // Started once here so that a wrong command fails the match at once.
+                let engine = UciEngine::start(&config)
+                    .with_context(|| format!("player `{given}`: the engine did not start"))?;
+                Maker::Uci {
+                    config,
+                    idle: Mutex::new(vec![engine]),
+                }
+            }
+        });
+    }
+    let pairs = args.games.div_ceil(2);
+    let lines: Vec<Vec<Move>> = match args.openings {
+        Openings::Book => {
+            let book = openings::book()?;
+            // The seed picks the first line, so that matches can differ.
+            let first = (args.seed % book.len() as u64) as usize;
+            (0..pairs)
+                .map(|pair| book[(first + pair) % book.len()].clone())
+                .collect()
         }
-    });
-    let names = [name1, name2];
-    let openings: Vec<Position> = (0..args.games.div_ceil(2))
-        .map(|pair| random_opening(args.opening_plies, mix_seed(args.seed, 0, pair as u64)))
-        .collect();
+        Openings::Random => (0..pairs)
+            .map(|pair| {
+                openings::random_line(args.opening_plies, mix_seed(args.seed, 0, pair as u64))
+            })
+            .collect(),
+    };
 
     let started = Instant::now();
     let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
     let mut finished: Vec<Finished> = Vec::with_capacity(args.games);
     let mut tally = Tally::default();
+    let mut decision = Decision::None;
     std::thread::scope(|scope| {
         let (sender, receiver) = mpsc::channel();
         for _ in 0..concurrency {
             let sender = sender.clone();
-            let (next, makers, names, openings) = (&next, &makers, &names, &openings);
+            let (next, stop, makers, names, lines) = (&next, &stop, &makers, &names, &lines);
             scope.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
                 let index = next.fetch_add(1, Ordering::Relaxed);
                 if index >= args.games {
                     return;
@@ -389,23 +600,22 @@ pub fn run(args: ArenaArgs) -> Result<()> {
                 let seed = |seat: u64| mix_seed(args.seed, seat, index as u64);
                 let mut one = makers[0].seat(&names[0], seed(1));
                 let mut two = makers[1].seat(&names[1], seed(2));
-                let (white, black) = if player1_white {
-                    (&mut one, &mut two)
+                let (seats, seat_names) = if player1_white {
+                    ([&mut one, &mut two], [names[0].as_str(), names[1].as_str()])
                 } else {
-                    (&mut two, &mut one)
+                    ([&mut two, &mut one], [names[1].as_str(), names[0].as_str()])
                 };
-                let game = play_game(
-                    white.player(),
-                    black.player(),
-                    openings[index / 2],
-                    args.max_plies,
-                );
+                let (game, forfeit) =
+                    play_one(seats, seat_names, &lines[index / 2], args.max_plies);
                 let eval_failures = one.eval_failures() + two.eval_failures();
+                makers[0].release(one);
+                makers[1].release(two);
                 let done = Finished {
                     index,
                     game,
                     player1_white,
                     eval_failures,
+                    forfeit,
                 };
                 if sender.send(done).is_err() {
                     return;
@@ -414,33 +624,47 @@ pub fn run(args: ArenaArgs) -> Result<()> {
         }
         drop(sender);
         for done in receiver {
-            let outcome = done.game.outcome().expect("play_game ends the game");
+            let outcome = done.game.outcome().expect("play_one ends the game");
             let player1 = if done.player1_white {
                 Color::White
             } else {
                 Color::Black
             };
             tally.add(outcome.score(player1));
-            if !args.json {
-                let (white, black) = if done.player1_white {
-                    (&names[0], &names[1])
-                } else {
-                    (&names[1], &names[0])
-                };
-                println!(
-                    "game {:>4}  {white} - {black}  {:<7} {:<13} {:>3} plies",
-                    done.index + 1,
-                    outcome.result(),
-                    outcome.reason.as_str(),
-                    done.game.moves().len()
-                );
+            if let Some(forfeit) = &done.forfeit {
+                tracing::warn!(game = done.index + 1, "{}", forfeit.note);
             }
+            let (white, black) = if done.player1_white {
+                (&names[0], &names[1])
+            } else {
+                (&names[1], &names[0])
+            };
+            let note = done
+                .forfeit
+                .as_ref()
+                .map_or(String::new(), |f| format!("  ({})", f.note));
+            on_game(&format!(
+                "game {:>4}  {white} - {black}  {:<7} {:<13} {:>3} plies{note}",
+                done.index + 1,
+                outcome.result(),
+                outcome.reason.as_str(),
+                done.game.moves().len()
+            ));
             finished.push(done);
+            if let (Some(sprt), Decision::None) = (&args.sprt, decision) {
+                decision = sprt.report(tally.wins, tally.draws, tally.losses).result;
+                if decision != Decision::None {
+                    // Games in flight still finish; no new one starts.
+                    stop.store(true, Ordering::Relaxed);
+                    tracing::info!(games = tally.games(), %decision, "SPRT decided");
+                }
+            }
         }
     });
     let seconds = started.elapsed().as_secs_f64();
     finished.sort_by_key(|f| f.index);
     let eval_failures: u64 = finished.iter().map(|f| f.eval_failures).sum();
+    let forfeits = finished.iter().filter(|f| f.forfeit.is_some()).count() as u32;
     if eval_failures > 0 {
         tracing::warn!(
             eval_failures,
@@ -462,7 +686,7 @@ pub fn run(args: ArenaArgs) -> Result<()> {
                 ("White", white.clone()),
                 ("Black", black.clone()),
             ];
-            pgn.push_str(&engine::write_pgn(&f.game, &tags));
+            pgn.push_str(&game_pgn(&f.game, &tags, f.forfeit.as_ref()));
             pgn.push('\n');
         }
         models::weights::write_atomically(path, pgn.as_bytes())
@@ -470,6 +694,11 @@ pub fn run(args: ArenaArgs) -> Result<()> {
     }
 
     let (elo, elo_ci95) = elo_with_ci(&tally);
+    // The LLR over every game played; the result is the bound crossed first.
+    let sprt = args.sprt.map(|sprt| SprtReport {
+        result: decision,
+        ..sprt.report(tally.wins, tally.draws, tally.losses)
+    });
     let [name1, name2] = names;
     let summary = Summary {
         player1: name1,
@@ -481,25 +710,62 @@ pub fn run(args: ArenaArgs) -> Result<()> {
         score: tally.score(),
         elo,
         elo_ci95,
+        forfeits,
         eval_failures,
+        sprt,
         seconds,
     };
+    tracing::info!(
+        games = summary.games,
+        wins = summary.wins,
+        draws = summary.draws,
+        losses = summary.losses,
+        score = summary.score,
+        elo,
+        elo_low = elo_ci95[0],
+        elo_high = elo_ci95[1],
+        forfeits,
+        "match finished"
+    );
+    Ok(summary)
+}
+
+pub fn run(args: ArenaArgs) -> Result<()> {
+    let summary = play_match(&args, |line| {
+        if !args.json {
+            println!("{line}");
+        }
+    })?;
+    let (elo, elo_ci95, seconds) = (summary.elo, summary.elo_ci95, summary.seconds);
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
-    } else {
+        return Ok(());
+    }
+    println!(
+        "{} vs {}: +{} ={} -{} in {} games ({seconds:.1} s), score {:.3}, \
+         Elo {:+.1} (95% CI {:+.1} to {:+.1})",
+        summary.player1,
+        summary.player2,
+        summary.wins,
+        summary.draws,
+        summary.losses,
+        summary.games,
+        summary.score,
+        elo,
+        elo_ci95[0],
+        elo_ci95[1]
+    );
+    if let (Some(test), Some(report)) = (args.sprt, summary.sprt) {
         println!(
-            "{} vs {}: +{} ={} -{} in {} games ({seconds:.1} s), score {:.3}, \
-             Elo {:+.1} (95% CI {:+.1} to {:+.1})",
-            summary.player1,
-            summary.player2,
-            summary.wins,
-            summary.draws,
-            summary.losses,
-            summary.games,
-            summary.score,
-            elo,
-            elo_ci95[0],
-            elo_ci95[1]
+            "SPRT elo0={} elo1={} alpha={} beta={}: LLR {:.2} (bounds {:.2}, {:.2}), result {}",
+            test.elo0,
+            test.elo1,
+            test.alpha,
+            test.beta,
+            report.llr,
+            report.lower,
+            report.upper,
+            report.result
         );
     }
     Ok(())
@@ -562,13 +828,43 @@ mod tests {
     }
 
     #[test]
-    fn openings_are_seeded_and_ongoing() {
-        assert_eq!(random_opening(4, 9), random_opening(4, 9));
-        assert_ne!(random_opening(4, 9), random_opening(4, 10));
-        assert_eq!(random_opening(0, 9), Position::start());
-        let pos = random_opening(4, 3);
-        assert_eq!(pos.side_to_move(), Color::White);
-        assert!(pos.outcome().is_none());
+    fn a_forfeit_loses_and_is_recorded() {
+        let config = UciConfig::parse("uci:/nonexistent/mixzero-arena-engine").unwrap();
+        let mut engine = Seat::Uci {
+            engine: None,
+            config: &config,
+        };
+        let mut random = Seat::Builtin(player_from_spec("random", 1).unwrap());
+        let opening = openings::book().unwrap()[0].clone();
+        let (game, forfeit) = play_one([&mut engine, &mut random], ["e", "r"], &opening, 100);
+        assert_eq!(game.moves(), &opening[..]);
+        assert_eq!(
+            game.outcome(),
+            Some(Outcome::win(Color::Black, Reason::Adjudication))
+        );
+        let forfeit = forfeit.expect("the engine could not start");
+        assert_eq!(forfeit.termination, "abandoned");
+        assert!(
+            forfeit
+                .note
+                .starts_with("White (e) forfeits: could not start"),
+            "{}",
+            forfeit.note
+        );
+
+        let pgn = game_pgn(&game, &[("White", "e".into())], Some(&forfeit));
+        assert!(pgn.contains("[Termination \"abandoned\"]"), "{pgn}");
+        assert!(pgn.trim_end().ends_with("}\n0-1"), "{pgn}");
+        let read = engine::read_pgn(&pgn).unwrap();
+        assert_eq!(read.game.moves(), &opening[..]);
+        assert_eq!(read.tag("Result"), Some("0-1"));
+
+        // Both sides playing: the game runs to the cap.
+        let mut white = Seat::Builtin(player_from_spec("random", 2).unwrap());
+        let (game, forfeit) = play_one([&mut white, &mut random], ["a", "b"], &opening, 10);
+        assert!(forfeit.is_none());
+        assert_eq!(game.moves().len(), 10);
+        assert_eq!(game.moves()[..4], opening[..]);
     }
 
     #[test]
@@ -584,6 +880,11 @@ mod tests {
             msg("alphabeta:0")
         );
         assert!(msg("minimax").contains("unknown player `minimax`"));
+        assert!(matches!(
+            parse_spec("uci:engine --flag;movetime=30").unwrap(),
+            PlayerSpec::Uci(UciConfig { ref args, .. }) if args == &["--flag"]
+        ));
+        assert!(msg("uci:;movetime=30").contains("no command"));
 
         let dir = std::env::temp_dir().join(format!("mixzero-arena-spec-{}", std::process::id()));
         let checkpoints = dir.join("checkpoints");
@@ -610,10 +911,24 @@ mod tests {
             parse_spec(&spec).unwrap(),
             PlayerSpec::Network {
                 weights: weights.clone(),
-                playouts: 7
+                budget: Budget::Playouts(7)
             }
         );
-        for bad in ["playouts=0", "playouts=x", "playout=5"] {
+        let spec = format!("{}:movetime=250", weights.display());
+        assert_eq!(
+            parse_spec(&spec).unwrap(),
+            PlayerSpec::Network {
+                weights: weights.clone(),
+                budget: Budget::Movetime(Duration::from_millis(250))
+            }
+        );
+        for bad in [
+            "playouts=0",
+            "playouts=x",
+            "playout=5",
+            "movetime=0",
+            "movetime=",
+        ] {
             let spec = format!("{}:{bad}", dir.display());
             assert!(parse_spec(&spec).is_err(), "{spec}");
         }

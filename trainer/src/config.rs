@@ -10,6 +10,7 @@ use models::net::{Architecture, NetConfig};
 use models::server::ServerConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::ladder::EvaluationConfig;
 use crate::replay::ReplayConfig;
 use crate::selfplay::SelfPlayConfig;
 use crate::train::TrainingConfig;
@@ -27,6 +28,8 @@ pub struct Config {
     pub selfplay: SelfPlayConfig,
     pub replay: ReplayConfig,
     pub training: TrainingConfig,
+    #[serde(default)]
+    pub evaluation: EvaluationConfig,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,9 +37,16 @@ pub struct Config {
 pub struct InferenceConfig {
     pub max_batch: usize,
     pub max_wait_us: u64,
-    /// libtorch threads of the inference/training thread; 0 = one per core.
+    /// libtorch threads of each inference replica's thread; 0 = one per core.
     #[serde(default)]
     pub threads: usize,
+    /// Inference threads, each with a copy of the net (training runs on the first).
+    #[serde(default = "one")]
+    pub replicas: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl InferenceConfig {
@@ -45,6 +55,7 @@ impl InferenceConfig {
             max_batch: self.max_batch,
             max_wait_us: self.max_wait_us,
             threads: self.threads,
+            replicas: self.replicas,
         }
     }
 }
@@ -97,6 +108,12 @@ impl Config {
                 self.inference.max_batch
             );
         }
+        if self.inference.replicas == 0 || self.inference.replicas > 256 {
+            bail!(
+                "[inference] replicas = {} (expected 1..=256)",
+                self.inference.replicas
+            );
+        }
         let search = &self.search;
         if search.leaves_in_flight == 0 || search.c_puct <= 0.0 || search.virtual_loss < 0.0 {
             bail!("[search] leaves_in_flight >= 1, c_puct > 0 and virtual_loss >= 0 required");
@@ -113,6 +130,7 @@ impl Config {
         }
         self.selfplay.validate().map_err(anyhow::Error::msg)?;
         self.training.validate().map_err(anyhow::Error::msg)?;
+        self.evaluation.validate().map_err(anyhow::Error::msg)?;
         if self.replay.min_window == 0 || self.replay.max_window < self.replay.min_window {
             bail!("[replay] need 0 < min_window <= max_window");
         }

@@ -34,6 +34,10 @@ enum Command {
     Train(trainer::run::TrainArgs),
     /// Play a match between two players and rate them.
     Arena(trainer::arena::ArenaArgs),
+    /// Write a checkpoint as a weights-only file (and optionally TorchScript).
+    Export(trainer::export::ExportArgs),
+    /// Run a network as a UCI engine on stdin/stdout.
+    Uci(trainer::uci::UciArgs),
 }
 
 #[derive(Subcommand)]
@@ -117,6 +121,8 @@ fn main() -> ExitCode {
         Command::Perft(args) => engine::cli::run_perft(&args, &mut std::io::stdout().lock()),
         Command::Train(args) => trainer::run::run(args),
         Command::Arena(args) => trainer::arena::run(args),
+        Command::Export(args) => trainer::export::run(args),
+        Command::Uci(args) => trainer::uci::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -290,8 +290,18 @@ pub struct Batch {
     pub n: usize,
 }
 
-/// Encodes `samples`, in parallel.
-pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig) -> Batch {
+impl TrainingSample {
+    /// The value target: the game result, with `q_share` of it replaced by
+    /// the root search value spread as win/draw/loss with the same mean.
+    pub fn value_target(&self, q_share: f32) -> [f32; 3] {
+        let q = self.search_value.clamp(-1.0, 1.0);
+        let from_q = [q.max(0.0), 1.0 - q.abs(), (-q).max(0.0)];
+        std::array::from_fn(|i| (1.0 - q_share) * self.wdl[i] + q_share * from_q[i])
+    }
+}
+
+/// Encodes `samples`, in parallel; `q_share` as in [`TrainingSample::value_target`].
+pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig, q_share: f32) -> Batch {
     let n = samples.len();
     let input_len = encoder.input_len();
     let mut batch = Batch {
@@ -321,7 +331,7 @@ pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig) -> Batch
                 policy[index] = p;
                 legal[index] = 1.0;
             }
-            wdl.copy_from_slice(&sample.wdl);
+            wdl.copy_from_slice(&sample.value_target(q_share));
         });
     batch
 }
@@ -594,7 +604,7 @@ mod tests {
         }
         let encoder = EncoderConfig { history: 2 };
         let samples = buffer.sample(&mut rng, 16, encoder.history);
-        let batch = build_batch(&samples, &encoder);
+        let batch = build_batch(&samples, &encoder, 0.0);
         assert_eq!(batch.n, 16);
         assert_eq!(batch.inputs.len(), 16 * encoder.input_len());
         assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
@@ -631,7 +641,26 @@ mod tests {
             let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
             assert_eq!(batch.inputs[row], input[..]);
         }
-        assert_eq!(build_batch(&[], &encoder).n, 0);
+        assert_eq!(build_batch(&[], &encoder, 0.0).n, 0);
+    }
+
+    #[test]
+    fn value_target_mixes_result_and_search_value() {
+        let mut sample = TrainingSample {
+            history: vec![Position::start()],
+            repetitions: 0,
+            moves: Position::start().legal_moves().to_vec(),
+            policy: Vec::new(),
+            wdl: [0.0, 0.0, 1.0],
+            search_value: 0.5,
+        };
+        assert_eq!(sample.value_target(0.0), [0.0, 0.0, 1.0]);
+        assert_eq!(sample.value_target(1.0), [0.5, 0.5, 0.0]);
+        let half = sample.value_target(0.5);
+        assert_eq!(half, [0.25, 0.25, 0.5]);
+        assert!((half.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        sample.search_value = -1.0;
+        assert_eq!(sample.value_target(1.0), [0.0, 0.0, 1.0]);
     }
 
     #[test]

@@ -24,11 +24,12 @@ use rand::SeedableRng;
 
 use crate::config::{Config, DEFAULT_TOML};
 use crate::data::{self, GameRecord};
+use crate::ladder::{Evaluations, Job, Report};
 use crate::metrics::MetricsLog;
 use crate::progress::{Progress, Status};
 use crate::replay::{build_batch, ReplayBuffer, ReuseLimiter};
 use crate::selfplay::{self, Finished};
-use crate::train::{latest_checkpoint, StepStats, TrainState};
+use crate::train::{latest_checkpoint, weights_file, StepStats, TrainState};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -215,14 +216,30 @@ pub fn run(args: TrainArgs) -> Result<()> {
         "replay buffer loaded"
     );
 
-    let inference = models::weights::from_bytes(
-        &models::weights::to_bytes(&state.net),
-        "training net",
-        device,
-    )?;
+    // With gating, self-play goes on with the best net so far.
+    let best = match config.evaluation.gating {
+        true => read_best(&dirs.checkpoints)?.unwrap_or(state.progress.checkpoint),
+        false => state.progress.checkpoint,
+    };
+    let inference = if best == state.progress.checkpoint {
+        models::weights::from_bytes(
+            &models::weights::to_bytes(&state.net),
+            "training net",
+            device,
+        )?
+    } else {
+        models::weights::load(
+            &weights_file(&dirs.checkpoints, &format!("{best:06}")),
+            device,
+        )?
+    };
     let server = InferenceServer::start(inference, config.inference.server());
     let client = server.client();
-    let network = AtomicU32::new(state.progress.checkpoint);
+    let network = AtomicU32::new(best);
+    let evaluations = config
+        .evaluation
+        .active()
+        .then(|| Evaluations::start(config.evaluation.clone(), dirs.checkpoints.clone(), seed));
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
@@ -266,6 +283,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             progress: &progress,
             games: &games_rx,
             network: &network,
+            evaluations: evaluations.as_ref(),
             stop: &stop,
             deadline,
             seed,
@@ -298,6 +316,7 @@ struct TrainLoop<'a> {
     progress: &'a Progress,
     games: &'a crossbeam_channel::Receiver<Finished>,
     network: &'a AtomicU32,
+    evaluations: Option<&'a Evaluations>,
     stop: &'a AtomicBool,
     deadline: Option<Instant>,
     seed: u64,
@@ -344,11 +363,16 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         progress,
         games,
         network,
+        evaluations,
         stop,
         deadline,
         seed,
         samples_at_start,
     } = ctx;
+    let gating = config.evaluation.gating;
+    // The newest checkpoint waiting to be gated, and whether a gate match runs.
+    let mut gate_queue: Option<(u32, u64)> = None;
+    let mut gate_running = false;
     let limiter = ReuseLimiter {
         max_reuse: config.training.max_reuse,
     };
@@ -395,7 +419,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         if replay.samples_in_window() >= config.training.min_samples && allowed > 0 {
             let samples =
                 replay.sample(&mut rng, config.training.batch_size, config.encoder.history);
-            let batch = build_batch(&samples, &config.encoder);
+            let batch = build_batch(
+                &samples,
+                &config.encoder,
+                config.training.value_q_share as f32,
+            );
             let task_state = Arc::clone(state);
             let training = config.training.clone();
             let step_stats = client
@@ -422,15 +450,50 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 );
             }
             if steps_since_checkpoint >= config.training.checkpoint_every {
-                checkpoint(
+                let saved = checkpoint(
                     client,
                     state,
                     dirs,
                     replay,
                     games_at_start + tally.games,
-                    network,
+                    (!gating).then_some(network),
                 )?;
                 steps_since_checkpoint = 0;
+                if let Some(evaluations) = evaluations {
+                    let every = config.evaluation.ladder_every;
+                    if every > 0 && saved % every == 0 {
+                        evaluations.submit(Job::Rate {
+                            checkpoint: saved,
+                            step,
+                        });
+                    }
+                    if gating {
+                        gate_queue = Some((saved, step));
+                    }
+                }
+            }
+        }
+
+        if let Some(evaluations) = evaluations {
+            for report in evaluations.reports() {
+                if matches!(
+                    report,
+                    Report::Gated { .. } | Report::Failed { gating: true, .. }
+                ) {
+                    gate_running = false;
+                }
+                handle_report(report, config, client, dirs, metrics, network)?;
+            }
+            if !gate_running {
+                if let Some((candidate, step)) = gate_queue.take() {
+                    let best = network.load(Ordering::SeqCst);
+                    evaluations.submit(Job::Gate {
+                        candidate,
+                        best,
+                        step,
+                    });
+                    gate_running = true;
+                }
             }
         }
 
@@ -514,39 +577,161 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             dirs,
             replay,
             games_at_start + tally.games,
-            network,
+            (!gating).then_some(network),
         )?;
     }
     Ok(())
 }
 
-/// Saves a checkpoint on the server thread and makes it the self-play net.
+/// Logs what the evaluation thread found and, with gating, promotes a
+/// checkpoint that passed.
+fn handle_report(
+    report: Report,
+    config: &Config,
+    client: &InferenceClient,
+    dirs: &Dirs,
+    metrics: &mut MetricsLog,
+    network: &AtomicU32,
+) -> Result<()> {
+    match report {
+        Report::Rated {
+            checkpoint,
+            step,
+            baseline,
+            summary,
+        } => {
+            tracing::info!(
+                checkpoint,
+                baseline = %baseline,
+                wins = summary.wins,
+                draws = summary.draws,
+                losses = summary.losses,
+                elo = format!("{:.0}", summary.elo),
+                "ladder"
+            );
+            let tag = baseline.replace(':', "");
+            let (score, elo) = (
+                format!("ladder/score_vs_{tag}"),
+                format!("ladder/elo_vs_{tag}"),
+            );
+            metrics.scalars(
+                step,
+                &[(score.as_str(), summary.score), (elo.as_str(), summary.elo)],
+            );
+        }
+        Report::Gated {
+            candidate,
+            best,
+            step,
+            summary,
+        } => {
+            let promoted = summary.score > config.evaluation.gate_threshold;
+            tracing::info!(
+                candidate,
+                best,
+                score = format!("{:.3}", summary.score),
+                promoted,
+                "gate"
+            );
+            metrics.scalars(
+                step,
+                &[
+                    ("gate/score", summary.score),
+                    ("gate/promoted", promoted as u8 as f64),
+                ],
+            );
+            if promoted {
+                promote(client, dirs, candidate, network)?;
+            }
+        }
+        Report::Failed { why, .. } => tracing::warn!("evaluation match failed: {why}"),
+    }
+    Ok(())
+}
+
+/// The checkpoints directory's `best`: the checkpoint self-play uses under gating.
+fn read_best(dir: &Path) -> Result<Option<u32>> {
+    let path = dir.join("best");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map(Some)
+            .with_context(|| format!("{}: not a checkpoint number", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Makes `candidate` the self-play net and records it as the best.
+fn promote(
+    client: &InferenceClient,
+    dirs: &Dirs,
+    candidate: u32,
+    network: &AtomicU32,
+) -> Result<()> {
+    let path = weights_file(&dirs.checkpoints, &format!("{candidate:06}"));
+    let bytes =
+        Arc::new(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
+    let name = path.display().to_string();
+    client
+        .run_on_each(move |inference| -> Result<()> {
+            let net = models::weights::from_bytes(&bytes, &name, inference.device())?;
+            inference.var_store_mut().copy(net.var_store())?;
+            Ok(())
+        })
+        .context("inference server stopped")?
+        .into_iter()
+        .collect::<Result<()>>()?;
+    models::weights::write_atomically(
+        &dirs.checkpoints.join("best"),
+        format!("{candidate:06}\n").as_bytes(),
+    )
+    .context("writing checkpoints/best")?;
+    network.store(candidate, Ordering::SeqCst);
+    Ok(())
+}
+
+/// Saves a checkpoint on the server thread and, given the self-play
+/// `network` to replace (no gating), makes it the self-play net.
 fn checkpoint(
     client: &InferenceClient,
     state: &Arc<Mutex<TrainState>>,
     dirs: &Dirs,
     replay: &ReplayBuffer,
     games: u64,
-    network: &AtomicU32,
-) -> Result<()> {
+    network: Option<&AtomicU32>,
+) -> Result<u32> {
     let task_state = Arc::clone(state);
     let dir = dirs.checkpoints.clone();
     let samples = replay.total_samples_ever();
     let saved = client
-        .run_on_server(move |inference| -> Result<u32> {
+        .run_on_server(move |_| -> Result<u32> {
             let mut s = task_state.lock().expect("train state");
             s.progress.checkpoint += 1;
             s.progress.samples_seen = samples;
             s.progress.games = games;
             s.save_checkpoint(&dir)?;
-            inference.var_store_mut().copy(s.net.var_store())?;
             Ok(s.progress.checkpoint)
         })
         .context("inference server stopped")??;
+    let Some(network) = network else {
+        tracing::info!(checkpoint = saved, "checkpoint written");
+        return Ok(saved);
+    };
+    let task_state = Arc::clone(state);
+    client
+        .run_on_each(move |inference| {
+            let s = task_state.lock().expect("train state");
+            inference.var_store_mut().copy(s.net.var_store())
+        })
+        .context("inference server stopped")?
+        .into_iter()
+        .collect::<Result<(), _>>()?;
     network.store(saved, Ordering::SeqCst);
     tracing::info!(
         checkpoint = saved,
         "checkpoint written; self-play uses it now"
     );
-    Ok(())
+    Ok(saved)
 }

@@ -35,6 +35,10 @@ pub struct TrainingConfig {
     pub weight_decay: f64,
     /// Weight of the value loss against the policy loss.
     pub value_weight: f64,
+    /// Share of the value target taken from the root search value instead of
+    /// the game result (lc0's q ratio): less noise from one game's outcome.
+    #[serde(default)]
+    pub value_q_share: f64,
     /// Samples in the replay window before training starts.
     pub min_samples: usize,
     /// Times each new sample is trained on, on average, at most.
@@ -68,6 +72,9 @@ impl TrainingConfig {
             return Err(
                 "[training] weight_decay >= 0, value_weight > 0 and max_reuse > 0 required".into(),
             );
+        }
+        if !(0.0..=1.0).contains(&self.value_q_share) {
+            return Err("[training] value_q_share must be in [0, 1]".into());
         }
         if self.checkpoint_every == 0 {
             return Err("[training] checkpoint_every must be at least 1".into());

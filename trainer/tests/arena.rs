@@ -1,6 +1,6 @@
 //! `mixzero arena` end to end, through the real binary.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use models::encoding::EncoderConfig;
@@ -64,6 +64,8 @@ fn greedy_against_random_reports_json() {
     assert_eq!(total(&summary), 6);
     assert_eq!(summary["player1"], "greedy");
     assert_eq!(summary["player2"], "random");
+    assert_eq!(summary["forfeits"], 0);
+    assert!(summary.get("sprt").is_none(), "no --sprt: {summary}");
     let score = summary["score"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&score));
     let ci = summary["elo_ci95"].as_array().unwrap();
@@ -84,8 +86,11 @@ fn greedy_against_random_reports_json() {
         assert!(game.tag("Termination").is_some());
         assert!(game.game.outcome().is_some() || game.tag("Result").is_some());
     }
-    // Each pair of games starts from the same opening.
-    assert_eq!(games[0].game.start(), games[1].game.start());
+    // Each pair of games starts from the same book line, pairs from different ones.
+    let opening = |i: usize| games[i].game.moves()[..4].to_vec();
+    assert_eq!(games[0].game.start(), &engine::Position::start());
+    assert_eq!(opening(0), opening(1));
+    assert_ne!(opening(0), opening(2));
 }
 
 #[test]
@@ -115,13 +120,15 @@ fn a_network_player_finishes_its_games() {
     std::fs::create_dir_all(&checkpoints).unwrap();
     save_random_net(&checkpoints.join("000003.weights.safetensors"));
     std::fs::write(checkpoints.join("latest"), "000003\n").unwrap();
-    // The run directory resolves through checkpoints/latest.
+    // The run directory resolves through checkpoints/latest; the second
+    // player searches the same net for a time per move instead.
     let spec = format!("{}:playouts=4", dir.path().display());
+    let timed = format!("{}:movetime=10", dir.path().display());
     let summary = last_json(&arena(&[
         "--player",
         &spec,
         "--player",
-        "random",
+        &timed,
         "--games",
         "2",
         "--max-plies",
@@ -164,4 +171,203 @@ fn bad_specs_fail_with_a_message() {
     let output = arena(&["--player", "random", "--games", "1"]);
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("exactly twice"));
+}
+
+/// A fake UCI engine: it plays the first move offered with `searchmoves`
+/// (so it needs `searchmoves=1`), and counts games in `$2`: in game 1 it
+/// exits at its first `go`, in game 2 it answers an illegal move, in game 3
+/// it never answers; later games it plays through.
+const FAKE_ENGINE: &str = r#"#!/bin/sh
+state=$1
+set -f
+game=0
+while IFS= read -r line; do
+    set -- $line
+    case "$1" in
+    uci) echo "id name fake"; echo "uciok" ;;
+    isready) echo "readyok" ;;
+    ucinewgame)
+        game=$(( $(cat "$state" 2>/dev/null || echo 0) + 1 ))
+        echo "$game" > "$state" ;;
+    go)
+        case "$game" in
+        1) exit 3 ;;
+        2) echo "bestmove a1a1"; continue ;;
+        3) continue ;;
+        esac
+        found=""
+        while [ $# -gt 0 ]; do
+            if [ "$1" = searchmoves ]; then found=$2; break; fi
+            shift
+        done
+        echo "info depth 1 score cp 0"
+        echo "bestmove $found" ;;
+    quit) exit 0 ;;
+    esac
+done
+"#;
+
+fn write_fake_engine(dir: &Path) -> PathBuf {
+    let script = dir.join("fake-engine.sh");
+    std::fs::write(&script, FAKE_ENGINE).unwrap();
+    script
+}
+
+#[test]
+fn engine_failures_lose_their_game_and_the_match_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = write_fake_engine(dir.path());
+    let state = dir.path().join("games");
+    let pgn = dir.path().join("games.pgn");
+    // files=j: the engine sees and answers the tenth file as `j`.
+    let spec = format!(
+        "uci:sh {} {};searchmoves=1;files=j;movetime=20;timeout=300;name=fake",
+        script.display(),
+        state.display()
+    );
+    let summary = last_json(&arena(&[
+        "--player",
+        &spec,
+        "--player",
+        "greedy",
+        "--games",
+        "4",
+        "--concurrency",
+        "1",
+        "--max-plies",
+        "40",
+        "--json",
+        "--pgn-out",
+        pgn.to_str().unwrap(),
+    ]));
+    assert_eq!(summary["player1"], "fake");
+    assert_eq!(summary["games"], 4);
+    assert_eq!(summary["forfeits"], 3);
+    assert!(summary["losses"].as_u64().unwrap() >= 3);
+
+    let text = std::fs::read_to_string(&pgn).unwrap();
+    let games = engine::read_pgns(&text).unwrap();
+    assert_eq!(games.len(), 4);
+    let terminations: Vec<_> = games
+        .iter()
+        .map(|g| g.tag("Termination").unwrap())
+        .collect();
+    assert_eq!(
+        terminations[..3],
+        ["abandoned", "rules infraction", "time forfeit"]
+    );
+    // The forfeiting side is the engine: White in odd rounds, Black in even ones.
+    assert_eq!(games[0].tag("Result"), Some("0-1"));
+    assert_eq!(games[1].tag("Result"), Some("1-0"));
+    assert_eq!(games[2].tag("Result"), Some("0-1"));
+    for note in [
+        "White (fake) forfeits: the engine exited",
+        "Black (fake) forfeits: bad bestmove: illegal move `a1a1`",
+        "White (fake) forfeits: no `bestmove` within 320 ms",
+    ] {
+        assert!(text.contains(note), "{note}\n{text}");
+    }
+    // Game 4 is played out to the cap with moves the engine chose.
+    assert_eq!(games[3].game.moves().len(), 40);
+    assert_eq!(std::fs::read_to_string(&state).unwrap().trim(), "4");
+}
+
+#[test]
+fn an_engine_that_does_not_start_fails_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = format!("uci:{}/no-such-engine", dir.path().display());
+    let output = arena(&["--player", &missing, "--player", "random", "--games", "1"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("the engine did not start"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let output = arena(&["--player", "uci:e;speed=1", "--player", "random"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown key `speed`"), "{stderr}");
+}
+
+/// `mixchess` from the engine crate, built into this test's target directory
+/// when it is not there yet.
+fn mixchess() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // <target>/<profile>/deps/<this test>
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let target_dir = profile_dir.parent().unwrap();
+    let binary = profile_dir.join(format!("mixchess{}", std::env::consts::EXE_SUFFIX));
+    if !binary.is_file() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_string());
+        let mut build = Command::new(cargo);
+        build
+            .args(["build", "-p", "engine", "--bin", "mixchess", "--target-dir"])
+            .arg(target_dir);
+        if profile_dir.file_name() == Some("release".as_ref()) {
+            build.arg("--release");
+        }
+        let status = build.status().expect("running cargo");
+        assert!(status.success(), "building mixchess failed");
+    }
+    binary
+}
+
+#[test]
+fn a_uci_match_between_baselines_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let pgn = dir.path().join("games.pgn");
+    let spec = format!("uci:{} uci;searchmoves=1;movetime=50", mixchess().display());
+    let summary = last_json(&arena(&[
+        "--player",
+        &spec,
+        "--player",
+        "greedy",
+        "--games",
+        "4",
+        "--concurrency",
+        "2",
+        "--max-plies",
+        "60",
+        "--json",
+        "--pgn-out",
+        pgn.to_str().unwrap(),
+    ]));
+    assert_eq!(summary["games"], 4);
+    assert_eq!(total(&summary), 4);
+    assert_eq!(summary["forfeits"], 0);
+    let games = engine::read_pgns(&std::fs::read_to_string(&pgn).unwrap()).unwrap();
+    assert_eq!(games.len(), 4);
+    for game in &games {
+        // Legal throughout: the reader replays every move.
+        assert!(game.game.moves().len() > 4);
+    }
+}
+
+#[test]
+fn sprt_stops_a_lopsided_match_early() {
+    let output = arena(&[
+        "--player",
+        "alphabeta:2",
+        "--player",
+        "random",
+        "--games",
+        "60",
+        "--concurrency",
+        "2",
+        "--sprt",
+        "0,200",
+        "--json",
+    ]);
+    let summary = last_json(&output);
+    let games = summary["games"].as_u64().unwrap();
+    assert!(games < 60, "{summary}");
+    let sprt = &summary["sprt"];
+    assert_eq!(sprt["result"], "H1", "{summary}");
+    // Over every game: the game still in flight at the decision may pull it back a little.
+    assert!(sprt["llr"].as_f64().unwrap() > 0.0, "{summary}");
+    assert!((sprt["upper"].as_f64().unwrap() - 19f64.ln()).abs() < 1e-9);
+    assert!((sprt["lower"].as_f64().unwrap() + 19f64.ln()).abs() < 1e-9);
+
+    // Bad parameters are refused.
+    let output = arena(&["--player", "random", "--player", "random", "--sprt", "10,0"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("must be below"), "{stderr}");
 }

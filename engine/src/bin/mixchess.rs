@@ -1,5 +1,5 @@
-//! `mixchess`: perft, position inspection, matches between baseline players
-//! and benchmarks for Chess-mix.
+//! `mixchess`: perft, position inspection, matches between baseline players,
+//! benchmarks and a UCI engine for Chess-mix.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 
 use engine::cli::{run_perft, start_position, PerftArgs, PositionArgs};
 use engine::pgn::write_pgn;
-use engine::players::{play_game, player_from_spec, AlphaBeta};
+use engine::players::{play_game, player_from_spec, AlphaBeta, MAX_DEPTH};
+use engine::uci::run_uci;
 use engine::{control_period, perft, Color, Game, Position, Rules, START_FEN};
 
 #[derive(Parser)]
@@ -36,6 +37,13 @@ enum Command {
     Play(PlayArgs),
     /// Time perft and the alpha-beta player
     Bench(BenchArgs),
+    /// Run the alpha-beta player as a UCI engine on stdin/stdout
+    ///
+    /// Moves are coordinate moves on the 10x10 board (e2e5, f1i1, e9e10q);
+    /// `position fen` takes the project's FEN, rule 5/6 fields included.
+    /// Options: Depth (deepest iteration, 1-16; a `go` without limits searches
+    /// to it) and Seed (breaks ties between equal moves).
+    Uci,
 }
 
 #[derive(Args)]
@@ -92,12 +100,18 @@ struct BenchArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut out = io::stdout().lock();
+    // Each command locks stdout itself: `uci` writes from its search thread too.
     let result = match cli.command {
-        Command::Perft(args) => run_perft(&args, &mut out),
-        Command::Show(args) => run_show(&args, &mut out),
-        Command::Play(args) => run_play(&args, &mut out),
-        Command::Bench(args) => run_bench(&args, &mut out),
+        Command::Perft(args) => run_perft(&args, &mut io::stdout().lock()),
+        Command::Show(args) => run_show(&args, &mut io::stdout().lock()),
+        Command::Play(args) => run_play(&args, &mut io::stdout().lock()),
+        Command::Bench(args) => run_bench(&args, &mut io::stdout().lock()),
+        Command::Uci => run_uci(
+            AlphaBeta::new(MAX_DEPTH, 0),
+            io::stdin().lock(),
+            io::stdout(),
+        )
+        .map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

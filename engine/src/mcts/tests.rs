@@ -225,3 +225,72 @@ fn temperature_zero_is_the_best_move() {
     assert!(s.root_position().is_legal(picked));
     assert_eq!(s.pv().first().copied(), s.best_move());
 }
+
+fn search_with(
+    config: SearchConfig,
+    fen: &str,
+    evaluator: &dyn Evaluator,
+    playouts: u32,
+) -> Search {
+    let mut search = Search::new(config, &game(fen));
+    search.run(evaluator, playouts).unwrap();
+    search
+}
+
+#[test]
+fn win_check_finds_a_mate_in_one_the_priors_hide() {
+    // Rk1-k10 mates, but Ranked gives it one of the smallest priors.
+    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+    let s = search(fen, &Ranked, 16);
+    assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
+    assert!(s.root_wdl().win > 0.5);
+}
+
+#[test]
+fn win_check_finds_a_king_quota_win() {
+    // Black must move its king at its move 10; a bishop move to the c4-i10
+    // diagonal takes i10, its only square.
+    let fen = "9k/8pp/10/10/10/10/10/1B8/10/K9 w - - 0 10 K -";
+    let s = search(fen, &Ranked, 16);
+    let after = s.root_position().after(s.best_move().unwrap());
+    assert_eq!(
+        after.outcome_without_moves().map(|o| o.reason),
+        Some(crate::game::Reason::KingQuota)
+    );
+}
+
+#[test]
+fn win_check_avoids_a_move_into_mate_with_few_playouts() {
+    // Any rook move off the first rank allows ...Rk1#.
+    let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
+    let s = search(fen, &Ranked, 400);
+    let best = s.best_move().unwrap();
+    let after = s.root_position().after(best);
+    let mated = after.legal_moves().into_iter().any(|m| {
+        after
+            .after(m)
+            .outcome()
+            .is_some_and(|o| o.winner == Some(Color::Black))
+    });
+    assert!(!mated, "{best} allows mate");
+}
+
+#[test]
+fn without_win_check_the_priors_decide() {
+    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+    let config = SearchConfig {
+        win_check: false,
+        ..SearchConfig::default()
+    };
+    let s = search_with(config, fen, &Ranked, 2);
+    let mate = mv(s.root_position(), "k1k10");
+    let prior = |s: &Search| {
+        s.root_children()
+            .iter()
+            .find(|c| c.mv == mate)
+            .unwrap()
+            .prior
+    };
+    assert!(prior(&s) < 0.1);
+    assert_eq!(prior(&search(fen, &Ranked, 2)), 1.0);
+}

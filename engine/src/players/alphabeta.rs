@@ -1,8 +1,12 @@
-//! Fixed-depth negamax alpha-beta: principal variation search with iterative
-//! deepening, a transposition table, killer and history move ordering, check
-//! extensions and a capture quiescence search. The evaluation is material
-//! plus mobility, plus a penalty for a king boxed in near a rule 5 deadline.
+//! Negamax alpha-beta: principal variation search with iterative deepening
+//! (to a fixed depth, or within [`SearchLimits`]), a transposition table,
+//! killer and history move ordering, check extensions and a capture
+//! quiescence search. The evaluation is material plus mobility, plus a
+//! penalty for a king boxed in near a rule 5 deadline.
 
+use std::sync::Arc;
+
+use arrayvec::ArrayVec;
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -15,6 +19,9 @@ use crate::movegen::{MoveList, PieceMoves, MAX_MOVES};
 use crate::position::{Move, Position};
 use crate::rules::control_period;
 use crate::types::{Color, Kind, NUM_SQUARES};
+use crate::uci::{
+    OptionKind, OptionValue, Score, SearchControl, SearchInfo, SearchLimits, UciOption, UciSearcher,
+};
 
 /// Deepest search `alphabeta:D` accepts.
 pub const MAX_DEPTH: u32 = 16;
@@ -30,6 +37,8 @@ const TT_BITS: u32 = 17;
 const MOBILITY: [i32; 6] = [0, 4, 4, 2, 1, 0];
 /// Penalty for a king with no free square 2, 1 or 0 moves before the forced king move.
 const BOXED_KING: [i32; 3] = [120, 60, 30];
+/// Nodes between two looks at the clock and the stop flag.
+const POLL_INTERVAL: u64 = 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 enum Bound {
@@ -57,6 +66,9 @@ pub struct SearchResult {
     pub score: i32,
     /// Nodes visited, quiescence included.
     pub nodes: u64,
+    /// Deepest completed iteration: 0 when the only legal move was played
+    /// without a search, or the limits ran out during the first iteration.
+    pub depth: u32,
 }
 
 pub struct AlphaBeta {
@@ -65,12 +77,23 @@ pub struct AlphaBeta {
     tt: Vec<Entry>,
     killers: [[Option<Move>; 2]; MAX_PLY],
     history: Box<[[i32; NUM_SQUARES]; NUM_SQUARES]>,
+    /// Triangular table: row `ply` is the best line found from that ply of
+    /// the current path (kept at principal variation nodes only).
+    pv: Box<[ArrayVec<Move, MAX_PLY>; MAX_PLY]>,
     /// Repetition keys: the game since its last capture or pawn move, then
     /// the search path.
     keys: Vec<u64>,
     /// Index of the root position in `keys`.
     root: usize,
     nodes: u64,
+    /// Deepest ply reached in this search.
+    seldepth: usize,
+    /// Plies from the root within which checks are extended.
+    check_extension_plies: usize,
+    control: Arc<SearchControl>,
+    node_limit: u64,
+    /// The limits ran out: scores since are meaningless and are thrown away.
+    aborted: bool,
 }
 
 impl AlphaBeta {
@@ -82,15 +105,47 @@ impl AlphaBeta {
             tt: vec![Entry::default(); 1 << TT_BITS],
             killers: [[None; 2]; MAX_PLY],
             history: Box::new([[0; NUM_SQUARES]; NUM_SQUARES]),
+            pv: Box::new(std::array::from_fn(|_| ArrayVec::new())),
             keys: Vec::new(),
             root: 0,
             nodes: 0,
+            seldepth: 0,
+            check_extension_plies: 0,
+            control: Arc::default(),
+            node_limit: u64::MAX,
+            aborted: false,
         }
     }
 
-    /// Searches the current position of `game`, which must not be over.
+    /// Searches the current position of `game`, which must have a legal
+    /// move, to the depth given to [`AlphaBeta::new`].
     pub fn search(&mut self, game: &Game) -> SearchResult {
+        let limits = SearchLimits {
+            depth: Some(self.depth),
+            ..SearchLimits::default()
+        };
+        self.search_limited(game, &limits, |_| {})
+    }
+
+    /// Iterative deepening up to `limits.depth` (else the depth given to
+    /// [`AlphaBeta::new`]) among `limits.searchmoves` (else all moves). It
+    /// starts no iteration after the soft deadline and abandons one on stop,
+    /// the hard deadline or the node limit; the answer is the best move of
+    /// the last completed iteration, or of the moves searched so far when
+    /// the first one is cut short. `report` hears of each completed iteration.
+    pub fn search_limited(
+        &mut self,
+        game: &Game,
+        limits: &SearchLimits,
+        mut report: impl FnMut(&SearchInfo),
+    ) -> SearchResult {
         self.nodes = 0;
+        self.seldepth = 0;
+        self.control = Arc::clone(&limits.control);
+        self.node_limit = limits.nodes.unwrap_or(u64::MAX);
+        self.aborted = false;
+        let max_depth = limits.depth.unwrap_or(self.depth).clamp(1, MAX_DEPTH);
+        self.check_extension_plies = 2 * max_depth as usize;
         self.load_history(game);
         self.killers = [[None; 2]; MAX_PLY];
         for row in self.history.iter_mut() {
@@ -100,6 +155,14 @@ impl AlphaBeta {
         }
         let pos = *game.position();
         let mut moves = pos.legal_moves();
+        let allowed: MoveList = moves
+            .iter()
+            .copied()
+            .filter(|mv| limits.searchmoves.contains(mv))
+            .collect();
+        if !allowed.is_empty() {
+            moves = allowed;
+        }
         assert!(!moves.is_empty(), "search called on a finished game");
         // Shuffling first makes the stable sort below break ties at random.
         moves.shuffle(&mut self.rng);
@@ -108,16 +171,77 @@ impl AlphaBeta {
             best: moves[0],
             score: 0,
             nodes: 0,
+            depth: 0,
         };
         if moves.len() > 1 {
-            for depth in 1..=self.depth as i32 {
-                let (best, score) = self.root_search(&pos, &mut moves, depth);
-                result.best = best;
+            for depth in 1..=max_depth {
+                if depth > 1 && (self.control.should_stop() || self.control.soft_deadline_passed())
+                {
+                    break;
+                }
+                let completed = self.root_search(&pos, &mut moves, depth as i32);
+                // The first iteration's best so far is better than none.
+                if completed.is_some() || depth == 1 {
+                    result.best = moves[0];
+                }
+                let Some(score) = completed else { break };
                 result.score = score;
+                result.depth = depth;
+                report(&SearchInfo {
+                    depth,
+                    seldepth: Some(self.seldepth as u32),
+                    nodes: self.nodes,
+                    time: self.control.elapsed(),
+                    score: uci_score(score),
+                    wdl: None,
+                    pv: self.principal_variation(&pos, depth as usize),
+                });
             }
         }
         result.nodes = self.nodes;
         result
+    }
+
+    /// Makes `mv` and the line below it the best line from `ply`.
+    fn update_pv(&mut self, ply: usize, mv: Move) {
+        let (head, tail) = self.pv.split_at_mut(ply + 1);
+        let line = &mut head[ply];
+        line.clear();
+        line.push(mv);
+        line.extend(tail[0].iter().copied().take(MAX_PLY - 1));
+    }
+
+    /// Counts a node; true once the limits have run out.
+    #[inline]
+    fn count_node_and_check_limits(&mut self, ply: usize) -> bool {
+        self.nodes += 1;
+        self.seldepth = self.seldepth.max(ply);
+        if !self.aborted
+            && (self.nodes > self.node_limit
+                || (self.nodes % POLL_INTERVAL == 0 && self.control.should_stop()))
+        {
+            self.aborted = true;
+        }
+        self.aborted
+    }
+
+    /// The best line of the last iteration, lengthened from the
+    /// transposition table where a table hit cut it short.
+    fn principal_variation(&self, root: &Position, max_len: usize) -> Vec<Move> {
+        let mut pv = self.pv[0].to_vec();
+        let mut pos = pv.iter().fold(*root, |pos, &mv| pos.after(mv));
+        while pv.len() < max_len {
+            let key = tt_key(&pos, pos.key());
+            let entry = self.tt[tt_index(key)];
+            match entry.mv {
+                Some(mv) if entry.key == key && pos.is_legal(mv) => {
+                    pv.push(mv);
+                    pos = pos.after(mv);
+                }
+                _ => break,
+            }
+        }
+        pv
     }
 
     fn load_history(&mut self, game: &Game) {
@@ -134,21 +258,33 @@ impl AlphaBeta {
         self.root = self.keys.len() - 1;
     }
 
-    /// One iteration at the root; leaves the best move first in `moves`.
-    fn root_search(&mut self, pos: &Position, moves: &mut MoveList, depth: i32) -> (Move, i32) {
+    /// One iteration at the root: its score, with the best move moved first
+    /// in `moves`; `None` when the limits ran out, with the best of the
+    /// moves searched so far first at depth 1 and `moves` untouched deeper.
+    fn root_search(&mut self, pos: &Position, moves: &mut MoveList, depth: i32) -> Option<i32> {
         let mut alpha = -INFINITY;
         let mut best = 0;
         for i in 0..moves.len() {
             let score = self.child_search(pos, moves[i], i == 0, depth - 1, alpha, INFINITY, 0);
+            if self.aborted {
+                break;
+            }
             if score > alpha {
                 alpha = score;
                 best = i;
+                self.update_pv(0, moves[i]);
             }
         }
+        if self.aborted && depth > 1 {
+            return None;
+        }
         moves[..=best].rotate_right(1);
+        if self.aborted {
+            return None;
+        }
         let key = tt_key(pos, self.keys[self.root]);
         self.store(key, Some(moves[0]), alpha, depth, Bound::Exact, 0);
-        (moves[0], alpha)
+        Some(alpha)
     }
 
     /// Searches the position after `mv` (principal variation search: a null
@@ -188,7 +324,10 @@ impl AlphaBeta {
         beta: i32,
         ply: usize,
     ) -> i32 {
-        self.nodes += 1;
+        if self.count_node_and_check_limits(ply) {
+            return 0;
+        }
+        self.pv[ply].clear();
         if self.is_repetition(pos) || pos.draw_by_clock_or_material().is_some() {
             // Having no legal move decides first (RULES.md §7).
             return if pos.has_legal_moves() {
@@ -199,7 +338,7 @@ impl AlphaBeta {
         }
         let in_check = pos.in_check();
         // Extending checks finds forced mates; the cap keeps check chains finite.
-        let depth = if in_check && ply < 2 * self.depth as usize {
+        let depth = if in_check && ply < self.check_extension_plies {
             depth + 1
         } else {
             depth
@@ -246,6 +385,7 @@ impl AlphaBeta {
         }
 
         let alpha_before = alpha;
+        let pv_node = beta - alpha > 1;
         let mut best_score = -INFINITY;
         let mut best_move = moves[0];
         for i in 0..moves.len() {
@@ -255,11 +395,17 @@ impl AlphaBeta {
             order.swap(i, next);
             let mv = moves[i];
             let score = self.child_search(pos, mv, i == 0, depth - 1, alpha, beta, ply);
+            if self.aborted {
+                return 0;
+            }
             if score > best_score {
                 best_score = score;
                 best_move = mv;
                 if score > alpha {
                     alpha = score;
+                    if pv_node {
+                        self.update_pv(ply, mv);
+                    }
                     if alpha >= beta {
                         if capture_order(pos, mv).is_none() {
                             self.note_quiet_cutoff(mv, depth, ply);
@@ -283,7 +429,9 @@ impl AlphaBeta {
     /// Captures and queen promotions until the position is quiet; every
     /// evasion when in check.
     fn quiesce(&mut self, pos: &Position, mut alpha: i32, beta: i32, ply: usize) -> i32 {
-        self.nodes += 1;
+        if self.count_node_and_check_limits(ply) {
+            return 0;
+        }
         let us = pos.side_to_move();
         let in_check = pos.in_check();
         let targets = pos.color(!us);
@@ -338,6 +486,9 @@ impl AlphaBeta {
                 continue;
             }
             let score = -self.quiesce(&pos.after(mv), -beta, -alpha, ply + 1);
+            if self.aborted {
+                return 0;
+            }
             if score > best_score {
                 best_score = score;
                 if score > alpha {
@@ -406,6 +557,80 @@ impl Player for AlphaBeta {
 
     fn choose(&mut self, game: &Game) -> Move {
         self.search(game).best
+    }
+}
+
+impl UciSearcher for AlphaBeta {
+    fn id_name(&self) -> String {
+        "mixchess alphabeta".to_string()
+    }
+
+    fn id_author(&self) -> String {
+        "the mixzero authors".to_string()
+    }
+
+    fn options(&self) -> Vec<UciOption> {
+        vec![
+            UciOption {
+                name: "Depth".to_string(),
+                kind: OptionKind::Spin {
+                    default: self.depth.into(),
+                    min: 1,
+                    max: MAX_DEPTH.into(),
+                },
+            },
+            UciOption {
+                name: "Seed".to_string(),
+                kind: OptionKind::Spin {
+                    default: 0,
+                    min: 0,
+                    max: i64::MAX,
+                },
+            },
+        ]
+    }
+
+    fn set_option(&mut self, name: &str, value: &OptionValue) -> Result<(), String> {
+        match (name, value) {
+            ("Depth", &OptionValue::Spin(depth)) => {
+                self.depth = u32::try_from(depth)
+                    .map_err(|_| format!("depth {depth} is out of range"))?
+                    .clamp(1, MAX_DEPTH);
+            }
+            ("Seed", &OptionValue::Spin(seed)) => {
+                self.rng = SmallRng::seed_from_u64(seed.unsigned_abs());
+            }
+            _ => return Err(format!("cannot set `{name}` to {value:?}")),
+        }
+        Ok(())
+    }
+
+    fn new_game(&mut self) {
+        self.tt.fill(Entry::default());
+        self.killers = [[None; 2]; MAX_PLY];
+        for row in self.history.iter_mut() {
+            row.fill(0);
+        }
+    }
+
+    fn search(
+        &mut self,
+        game: &Game,
+        limits: &SearchLimits,
+        info: &mut dyn FnMut(&SearchInfo),
+    ) -> Move {
+        self.search_limited(game, limits, info).best
+    }
+}
+
+/// A score in UCI terms: mates in moves rather than plies.
+fn uci_score(score: i32) -> Score {
+    if score >= MATE_BOUND {
+        Score::Mate((MATE_SCORE - score + 1) / 2)
+    } else if score <= -MATE_BOUND {
+        Score::Mate(-(MATE_SCORE + score) / 2)
+    } else {
+        Score::Centipawns(score)
     }
 }
 
@@ -616,6 +841,120 @@ mod tests {
             };
             assert_eq!(outcome.winner, Some(engine_color), "{outcome:?}");
         }
+    }
+
+    fn limits(depth: u32) -> SearchLimits {
+        SearchLimits {
+            depth: Some(depth),
+            ..SearchLimits::default()
+        }
+    }
+
+    #[test]
+    fn limited_search_reports_each_iteration() {
+        let g = game("5k4/4ppp3/10/10/6n3/6R3/10/10/10/R4K4 w - - 0 17");
+        let mut infos = Vec::new();
+        let result = AlphaBeta::new(MAX_DEPTH, 0)
+            .search_limited(&g, &limits(3), |info| infos.push(info.clone()));
+        assert_eq!(result.best.to_string(), "a1a10");
+        assert_eq!(result.depth, 3);
+        let depths: Vec<u32> = infos.iter().map(|i| i.depth).collect();
+        assert_eq!(depths, [1, 2, 3]);
+        for info in &infos {
+            assert_eq!(info.score, Score::Mate(1));
+            assert_eq!(info.pv[0], result.best);
+            assert!(info.seldepth.unwrap() >= 1);
+        }
+        assert_eq!(infos.last().unwrap().nodes, result.nodes);
+    }
+
+    #[test]
+    fn limited_search_matches_the_fixed_depth_one() {
+        let g = Game::new(Position::start());
+        let fixed = AlphaBeta::new(3, 7).search(&g);
+        let limited = AlphaBeta::new(MAX_DEPTH, 7).search_limited(&g, &limits(3), |_| {});
+        assert_eq!(fixed, limited);
+    }
+
+    #[test]
+    fn principal_variations_are_legal_lines() {
+        let mut g = Game::new(Position::start());
+        for text in ["e2e5", "e9e7", "d2d4"] {
+            g.play(crate::parse_coordinate(text).unwrap()).unwrap();
+        }
+        let mut pvs = Vec::new();
+        AlphaBeta::new(4, 0).search_limited(&g, &limits(4), |info| pvs.push(info.pv.clone()));
+        assert_eq!(pvs.len(), 4);
+        for pv in pvs {
+            let mut pos = *g.position();
+            for mv in pv {
+                pos = pos.play(mv).expect("a legal line");
+            }
+        }
+    }
+
+    #[test]
+    fn searchmoves_restrict_the_answer() {
+        // a1a10 mates, but only the g5 rook's moves are allowed.
+        let g = game("5k4/4ppp3/10/10/6n3/6R3/10/10/10/R4K4 w - - 0 17");
+        let allowed: Vec<Move> = g
+            .position()
+            .legal_moves()
+            .into_iter()
+            .filter(|mv| mv.from.to_string() == "g5")
+            .collect();
+        let restricted = SearchLimits {
+            searchmoves: allowed.clone(),
+            ..limits(3)
+        };
+        let result = AlphaBeta::new(MAX_DEPTH, 0).search_limited(&g, &restricted, |_| {});
+        assert!(allowed.contains(&result.best), "{}", result.best);
+        // Taking the knight is the best of them.
+        assert_eq!(result.best.to_string(), "g5g6");
+    }
+
+    #[test]
+    fn stopped_searches_still_answer_legally() {
+        let g = Game::new(Position::start());
+        let stopped = limits(MAX_DEPTH);
+        stopped.control.stop();
+        let result = AlphaBeta::new(MAX_DEPTH, 0).search_limited(&g, &stopped, |_| {});
+        assert!(g.position().is_legal(result.best));
+        assert!(result.depth <= 1);
+        assert!(result.nodes <= POLL_INTERVAL * 2);
+
+        for nodes in [0, 1, 50, 3000] {
+            let capped = SearchLimits {
+                nodes: Some(nodes),
+                ..limits(MAX_DEPTH)
+            };
+            let result = AlphaBeta::new(MAX_DEPTH, 0).search_limited(&g, &capped, |_| {});
+            assert!(g.position().is_legal(result.best), "nodes {nodes}");
+            assert!(result.nodes <= nodes + 1, "nodes {nodes}: {}", result.nodes);
+        }
+    }
+
+    #[test]
+    fn past_the_soft_deadline_no_iteration_starts() {
+        let g = Game::new(Position::start());
+        let hurried = SearchLimits {
+            control: Arc::new(SearchControl::timed(crate::uci::TimeBudget {
+                soft: Some(std::time::Duration::ZERO),
+                hard: None,
+            })),
+            ..limits(MAX_DEPTH)
+        };
+        let result = AlphaBeta::new(MAX_DEPTH, 0).search_limited(&g, &hurried, |_| {});
+        assert_eq!(result.depth, 1);
+    }
+
+    #[test]
+    fn mate_scores_count_moves() {
+        assert_eq!(uci_score(MATE_SCORE - 1), Score::Mate(1));
+        assert_eq!(uci_score(MATE_SCORE - 3), Score::Mate(2));
+        assert_eq!(uci_score(-(MATE_SCORE - 2)), Score::Mate(-1));
+        assert_eq!(uci_score(-(MATE_SCORE - 4)), Score::Mate(-2));
+        assert_eq!(uci_score(-250), Score::Centipawns(-250));
     }
 
     #[test]

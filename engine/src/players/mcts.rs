@@ -57,6 +57,58 @@ impl MctsPlayer {
         self.eval_failures
     }
 
+    /// Searches the current position of `game` (which is not over) while
+    /// `budget`, asked before every batch of leaves, allows more playouts
+    /// (0 ends the search), and returns the most visited move that `allowed`
+    /// accepts, or the first such legal move. The tree is kept for the next
+    /// call; if the evaluator fails, the search ends there and the failure
+    /// is counted.
+    pub fn search_among(
+        &mut self,
+        game: &Game,
+        allowed: impl Fn(Move) -> bool,
+        mut budget: impl FnMut(&Search) -> usize,
+    ) -> Move {
+        let mut kept = self.search_for(game);
+        loop {
+            let playouts = budget(&kept.search);
+            if playouts == 0 {
+                break;
+            }
+            if kept.search.step(self.evaluator.as_ref(), playouts).is_err() {
+                self.eval_failures += 1;
+                break;
+            }
+        }
+        // A failed search may hold no root children yet; the tree stays valid
+        // (failed leaves are put back), so it is kept for the next move.
+        let mv = kept.search.best_move_among(&allowed).unwrap_or_else(|| {
+            let moves = game.position().legal_moves();
+            moves
+                .iter()
+                .copied()
+                .find(|&mv| allowed(mv))
+                .unwrap_or(moves[0])
+        });
+        self.kept = Some(kept);
+        mv
+    }
+
+    /// [`MctsPlayer::search_among`] over every legal move.
+    pub fn search_until(&mut self, game: &Game, budget: impl FnMut(&Search) -> usize) -> Move {
+        self.search_among(game, |_| true, budget)
+    }
+
+    /// Drops the kept tree: the next search starts afresh.
+    pub fn forget_tree(&mut self) {
+        self.kept = None;
+    }
+
+    /// The search behind the last move chosen, if any.
+    pub fn last_search(&self) -> Option<&Search> {
+        self.kept.as_ref().map(|kept| &kept.search)
+    }
+
     /// The kept search moved on to the current position of `game`, or a new one.
     fn search_for(&mut self, game: &Game) -> Kept {
         if let Some(mut kept) = self.kept.take() {
@@ -85,23 +137,14 @@ impl Player for MctsPlayer {
     }
 
     fn choose(&mut self, game: &Game) -> Move {
-        let mut kept = self.search_for(game);
-        let searched = kept.search.run(self.evaluator.as_ref(), self.playouts);
-        let best = kept.search.best_move();
-        if searched.is_err() {
-            self.eval_failures += 1;
-        }
-        // A failed search may hold no root children yet; the tree stays valid
-        // (failed leaves are put back), so it is kept for the next move.
-        let mv = match best {
-            Some(mv) => mv,
-            None => game.position().legal_moves()[0],
-        };
-        self.kept = Some(kept);
-        mv
+        let playouts = self.playouts;
+        let mut target = None;
+        self.search_until(game, |search| {
+            let target = *target.get_or_insert(search.root_visits().saturating_add(playouts));
+            target.saturating_sub(search.root_visits()) as usize
+        })
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;

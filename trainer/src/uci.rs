@@ -1,0 +1,241 @@
+//! `mixzero uci`: a network searched with MCTS as a UCI engine for Chess-mix,
+//! on the protocol loop of [`engine::uci`].
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use engine::mcts::{Search, SearchConfig};
+use engine::players::mcts::MctsPlayer;
+use engine::uci::{
+    run_uci, OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
+};
+use engine::{Game, Move};
+use models::server::{InferenceServer, ServerConfig};
+
+/// Playouts of a `go` that names no limit at all, so that it still ends.
+pub const BARE_GO_PLAYOUTS: u64 = 800;
+/// How often a running search reports.
+const INFO_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+const MAX_WAIT_US: u64 = 200;
+
+#[derive(Args, Debug, Clone)]
+pub struct UciArgs {
+    /// Weights: an exported file, a checkpoint, a run directory or checkpoints/latest.
+    #[arg(long)]
+    pub weights: PathBuf,
+    /// libtorch threads of the inference thread (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Leaves the search evaluates together (the batch size).
+    #[arg(long, default_value_t = 8)]
+    pub batch: usize,
+    /// Most playouts per move (0 = only the time and `go` limits; a bare `go` searches 800).
+    #[arg(long, default_value_t = 0)]
+    pub playouts: u64,
+    /// PUCT exploration constant.
+    #[arg(long, default_value_t = SearchConfig::default().c_puct)]
+    pub c_puct: f32,
+}
+
+pub fn run(args: UciArgs) -> Result<()> {
+    let searcher = NetSearcher::new(args)?;
+    run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
+}
+
+/// A loaded network with its inference server and search.
+struct Loaded {
+    /// Kept alive while `player` asks it for evaluations.
+    _server: InferenceServer,
+    player: MctsPlayer,
+}
+
+pub struct NetSearcher {
+    settings: UciArgs,
+    loaded: Loaded,
+}
+
+impl NetSearcher {
+    pub fn new(settings: UciArgs) -> Result<NetSearcher> {
+        let loaded = load(&settings)?;
+        Ok(NetSearcher { settings, loaded })
+    }
+
+    /// Applies changed settings, keeping the old engine if they fail.
+    fn reload(&mut self, settings: UciArgs) -> Result<(), String> {
+        self.loaded = load(&settings).map_err(|e| format!("{e:#}"))?;
+        self.settings = settings;
+        Ok(())
+    }
+}
+
+fn load(settings: &UciArgs) -> Result<Loaded> {
+    let path = crate::arena::resolve_weights(&settings.weights)?;
+    let net = models::weights::load(&path, models::device())?;
+    let history = net.arch().encoder.history;
+    let batch = settings.batch.max(1);
+    let server = InferenceServer::start(
+        net,
+        ServerConfig {
+            max_batch: batch,
+            max_wait_us: MAX_WAIT_US,
+            threads: settings.threads,
+            replicas: 1,
+        },
+    );
+    let config = SearchConfig {
+        history,
+        leaves_in_flight: batch,
+        c_puct: settings.c_puct,
+        ..SearchConfig::default()
+    };
+    let player = MctsPlayer::new(std::sync::Arc::new(server.client()), 1, config);
+    Ok(Loaded {
+        _server: server,
+        player,
+    })
+}
+
+/// Centipawns from an expected score in [-1, 1], on lc0's scale.
+fn centipawns(q: f32) -> i32 {
+    (90.0 * (1.563_754_2 * q.clamp(-0.999, 0.999)).tan()).round() as i32
+}
+
+fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
+    let pv = search.pv();
+    let wdl = search.root_wdl();
+    SearchInfo {
+        depth: pv.len() as u32,
+        seldepth: None,
+        nodes: playouts,
+        time: started.elapsed(),
+        score: Score::Centipawns(centipawns(wdl.value())),
+        wdl: Some(wdl.into()),
+        pv,
+    }
+}
+
+impl UciSearcher for NetSearcher {
+    fn id_name(&self) -> String {
+        format!("mixzero {}", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn id_author(&self) -> String {
+        "the mixzero developers".to_string()
+    }
+
+    fn options(&self) -> Vec<UciOption> {
+        let s = &self.settings;
+        let spin = |name: &str, default: i64, min: i64, max: i64| UciOption {
+            name: name.to_string(),
+            kind: OptionKind::Spin { default, min, max },
+        };
+        vec![
+            UciOption {
+                name: "Weights".to_string(),
+                kind: OptionKind::String {
+                    default: s.weights.display().to_string(),
+                },
+            },
+            spin("Threads", s.threads as i64, 0, 256),
+            spin("BatchSize", s.batch as i64, 1, 1024),
+            spin("Playouts", s.playouts as i64, 0, 1_000_000_000),
+            UciOption {
+                name: "CPuct".to_string(),
+                kind: OptionKind::String {
+                    default: s.c_puct.to_string(),
+                },
+            },
+        ]
+    }
+
+    fn set_option(&mut self, name: &str, value: &OptionValue) -> Result<(), String> {
+        let mut settings = self.settings.clone();
+        match (name, value) {
+            ("Weights", OptionValue::String(path)) => settings.weights = PathBuf::from(path),
+            ("Threads", OptionValue::Spin(n)) => settings.threads = *n as usize,
+            ("BatchSize", OptionValue::Spin(n)) => settings.batch = *n as usize,
+            ("Playouts", OptionValue::Spin(n)) => {
+                // Read at each `go`: nothing to reload.
+                self.settings.playouts = *n as u64;
+                return Ok(());
+            }
+            ("CPuct", OptionValue::String(text)) => {
+                settings.c_puct = text
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|c| c.is_finite() && *c > 0.0)
+                    .ok_or_else(|| format!("CPuct `{text}` is not a positive number"))?;
+            }
+            _ => return Err(format!("no option {name} of this type")),
+        }
+        self.reload(settings)
+    }
+
+    fn new_game(&mut self) {
+        self.loaded.player.forget_tree();
+    }
+
+    fn search(
+        &mut self,
+        game: &Game,
+        limits: &SearchLimits,
+        report: &mut dyn FnMut(&SearchInfo),
+    ) -> Move {
+        let started = Instant::now();
+        let control = &limits.control;
+        let allowed = |mv: Move| limits.searchmoves.is_empty() || limits.searchmoves.contains(&mv);
+        let choices = game
+            .position()
+            .legal_moves()
+            .iter()
+            .filter(|&&mv| allowed(mv))
+            .count();
+        let unlimited = limits.nodes.is_none()
+            && limits.depth.is_none()
+            && !control.has_deadline()
+            && !control.is_infinite();
+        let cap = match self.settings.playouts {
+            0 if unlimited => Some(BARE_GO_PLAYOUTS),
+            0 => None,
+            n => Some(n),
+        };
+        let cap = match (cap, limits.nodes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut first_visits = None;
+        let mut last_report = started;
+        let mv = self.loaded.player.search_among(game, allowed, |search| {
+            let visits = search.root_visits() as u64;
+            let done = visits - *first_visits.get_or_insert(visits);
+            if last_report.elapsed() >= INFO_EVERY {
+                report(&info(search, started, done));
+                last_report = Instant::now();
+            }
+            if control.should_stop() {
+                return 0;
+            }
+            if control.is_infinite() {
+                return usize::MAX;
+            }
+            let finished = choices <= 1
+                || control.soft_deadline_passed()
+                || cap.is_some_and(|cap| done >= cap)
+                || limits
+                    .depth
+                    .is_some_and(|depth| search.pv().len() as u32 >= depth);
+            if finished {
+                return 0;
+            }
+            cap.map_or(usize::MAX, |cap| (cap - done) as usize)
+        });
+        if let Some(search) = self.loaded.player.last_search() {
+            let done = search.root_visits() as u64 - first_visits.unwrap_or(0);
+            report(&info(search, started, done));
+        }
+        mv
+    }
+}
