@@ -21,6 +21,9 @@ use crate::game::Game;
 use crate::position::{parse_coordinate, Move, Position};
 use crate::types::Color;
 
+#[cfg(feature = "uci-harness")]
+pub mod harness;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum UciError {
     #[error("empty command")]

@@ -182,19 +182,24 @@ impl InferenceClient {
         run_on(&self.replicas[0], task)
     }
 
-    /// Runs `task` on every replica's thread with its network, one after the
-    /// other, and returns the answers in replica order.
+    /// Runs `task` on every replica's thread with its network, all at once,
+    /// and returns the answers in replica order.
     pub fn run_on_each<R: Send + 'static>(
         &self,
         task: impl Fn(&mut Net) -> R + Send + Sync + 'static,
     ) -> Result<Vec<R>, EvalError> {
         let task = Arc::new(task);
-        self.replicas
+        let answers = self
+            .replicas
             .iter()
             .map(|replica| {
                 let task = Arc::clone(&task);
-                run_on(replica, move |net| task(net))
+                send_task(replica, move |net| task(net))
             })
+            .collect::<Result<Vec<_>, _>>()?;
+        answers
+            .into_iter()
+            .map(|answer| answer.recv().map_err(|_| EvalError::Disconnected))
             .collect()
     }
 }
@@ -203,6 +208,16 @@ fn run_on<R: Send + 'static>(
     replica: &Sender<Control>,
     task: impl FnOnce(&mut Net) -> R + Send + 'static,
 ) -> Result<R, EvalError> {
+    send_task(replica, task)?
+        .recv()
+        .map_err(|_| EvalError::Disconnected)
+}
+
+/// Queues `task` on `replica`; its answer comes on the returned channel.
+fn send_task<R: Send + 'static>(
+    replica: &Sender<Control>,
+    task: impl FnOnce(&mut Net) -> R + Send + 'static,
+) -> Result<Receiver<R>, EvalError> {
     let (reply, answer) = crossbeam_channel::bounded(1);
     let task: Task = Box::new(move |net| {
         let _ = reply.send(task(net));
@@ -210,7 +225,7 @@ fn run_on<R: Send + 'static>(
     replica
         .send(Control::Run(task))
         .map_err(|_| EvalError::Disconnected)?;
-    answer.recv().map_err(|_| EvalError::Disconnected)
+    Ok(answer)
 }
 
 impl Evaluator for InferenceClient {

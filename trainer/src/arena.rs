@@ -383,7 +383,7 @@ impl Maker {
     }
 
     /// Takes back a seat after its game, keeping an engine that still works.
-    fn release(&self, seat: Seat) {
+    fn release(&self, seat: Seat<'_>) {
         if let (
             Maker::Uci { idle, .. },
             Seat::Uci {

@@ -151,6 +151,23 @@ fn server_throughput(
     served as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Bare forward passes on every replica's own thread and net at once: the
+/// most the server could serve.
+fn bare_on_replicas(
+    server: &InferenceServer,
+    planes: &Arc<Vec<f32>>,
+    batch: usize,
+    round: f64,
+) -> f64 {
+    let planes = Arc::clone(planes);
+    server
+        .client()
+        .run_on_each(move |net| bare_throughput(net, &planes, batch, round))
+        .expect("bench server runs tasks")
+        .iter()
+        .sum()
+}
+
 /// Rounds of bare and server measurements alternate, and each side keeps its
 /// best round, so that a noisy moment on a shared machine favours neither.
 const ROUNDS: usize = 4;
@@ -178,13 +195,7 @@ pub fn nn_rows(
             let planes = Arc::new(encode_batch(arch.encoder, batch, samples));
             let (mut bare, mut served) = (0f64, 0f64);
             for _ in 0..ROUNDS {
-                // The bare loop runs on the server's own thread, with its net.
-                let planes = Arc::clone(&planes);
-                let rate = server
-                    .client()
-                    .run_on_server(move |net| bare_throughput(net, &planes, batch, round))
-                    .expect("bench server runs tasks");
-                bare = bare.max(rate);
+                bare = bare.max(bare_on_replicas(&server, &planes, batch, round));
                 served = served.max(server_throughput(&server, batch, round, samples));
             }
             let mean_batch = server.client().stats().mean_batch();
@@ -238,7 +249,7 @@ pub struct SearchRow {
 
 /// MCTS evaluations per second with enough searches in flight to fill
 /// `batch` twice over (as in self-play), against bare forward passes at that
-/// batch on the server's thread.
+/// batch on the server's replicas.
 pub fn search_row(
     arch: Architecture,
     device: Device,
@@ -260,13 +271,7 @@ pub fn search_row(
     let round = seconds / ROUNDS as f64;
     let (mut bare, mut nodes) = (0f64, 0f64);
     for _ in 0..ROUNDS {
-        let task_planes = Arc::clone(&planes);
-        bare = bare.max(
-            server
-                .client()
-                .run_on_server(move |net| bare_throughput(net, &task_planes, batch, round))
-                .expect("bench server runs tasks"),
-        );
+        bare = bare.max(bare_on_replicas(&server, &planes, batch, round));
         let deadline = Instant::now() + Duration::from_secs_f64(round);
         let start = Instant::now();
         let evaluations: u64 = std::thread::scope(|scope| {

@@ -116,6 +116,20 @@ fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
     }
 }
 
+/// Whether the principal variation `pv` from `game` is `depth` moves deep or
+/// ends the game: the tree never grows past a mate or a draw, so a deeper
+/// line would never come.
+fn deep_enough(game: &Game, pv: &[Move], depth: u32) -> bool {
+    if pv.len() >= depth as usize {
+        return true;
+    }
+    let mut line = game.clone();
+    for &mv in pv {
+        line.play_unchecked(mv);
+    }
+    line.outcome().is_some()
+}
+
 impl UciSearcher for NetSearcher {
     fn id_name(&self) -> String {
         format!("mixzero {}", env!("CARGO_PKG_VERSION"))
@@ -226,7 +240,7 @@ impl UciSearcher for NetSearcher {
                 || cap.is_some_and(|cap| done >= cap)
                 || limits
                     .depth
-                    .is_some_and(|depth| search.pv().len() as u32 >= depth);
+                    .is_some_and(|depth| deep_enough(game, &search.pv(), depth));
             if finished {
                 return 0;
             }
