@@ -434,6 +434,33 @@ mod tests {
         )
     }
 
+    /// `threads` callers each send ten batches of `batch` copies of
+    /// `request` and `check` every answer.
+    fn from_many_threads(
+        server: &InferenceServer,
+        request: &EvalRequest<'_>,
+        threads: usize,
+        batch: usize,
+        check: impl Fn(&Evaluation) + Sync,
+    ) {
+        let requests = vec![*request; batch];
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                let client = server.client();
+                let (requests, check) = (&requests, &check);
+                scope.spawn(move || {
+                    for _ in 0..10 {
+                        client
+                            .evaluate_batch(requests)
+                            .unwrap()
+                            .iter()
+                            .for_each(check);
+                    }
+                });
+            }
+        });
+    }
+
     #[test]
     fn many_threads_get_their_own_answers() {
         let server = server(16);
@@ -451,20 +478,9 @@ mod tests {
         let w = expected.wdl;
         assert!((w.win + w.draw + w.loss - 1.0).abs() < 1e-4);
 
-        std::thread::scope(|scope| {
-            for _ in 0..4 {
-                let client = server.client();
-                let expected = expected.clone();
-                scope.spawn(move || {
-                    for _ in 0..10 {
-                        let got = client.evaluate_batch(&[request, request]).unwrap();
-                        for eval in got {
-                            for (a, b) in eval.policy.iter().zip(&expected.policy) {
-                                assert!((a - b).abs() < 1e-4);
-                            }
-                        }
-                    }
-                });
+        from_many_threads(&server, &request, 4, 2, |eval| {
+            for (a, b) in eval.policy.iter().zip(&expected.policy) {
+                assert!((a - b).abs() < 1e-4);
             }
         });
         assert!(server.client().stats().mean_batch() >= 1.0);
@@ -484,19 +500,9 @@ mod tests {
             moves: &moves,
         };
         let expected = server.client().evaluate(&request).unwrap();
-        std::thread::scope(|scope| {
-            for _ in 0..6 {
-                let client = server.client();
-                let expected = expected.clone();
-                scope.spawn(move || {
-                    for _ in 0..10 {
-                        for eval in client.evaluate_batch(&[request; 3]).unwrap() {
-                            for (a, b) in eval.policy.iter().zip(&expected.policy) {
-                                assert!((a - b).abs() < 1e-4);
-                            }
-                        }
-                    }
-                });
+        from_many_threads(&server, &request, 6, 3, |eval| {
+            for (a, b) in eval.policy.iter().zip(&expected.policy) {
+                assert!((a - b).abs() < 1e-4);
             }
         });
         let names = server
@@ -516,18 +522,9 @@ mod tests {
             })
             .unwrap();
         // All-zero weights give uniform priors, whichever replica answers.
-        std::thread::scope(|scope| {
-            for _ in 0..6 {
-                let client = server.client();
-                scope.spawn(move || {
-                    for _ in 0..5 {
-                        for eval in client.evaluate_batch(&[request; 2]).unwrap() {
-                            let uniform = 1.0 / eval.policy.len() as f32;
-                            assert!(eval.policy.iter().all(|p| (p - uniform).abs() < 1e-6));
-                        }
-                    }
-                });
-            }
+        from_many_threads(&server, &request, 6, 2, |eval| {
+            let uniform = 1.0 / eval.policy.len() as f32;
+            assert!(eval.policy.iter().all(|p| (p - uniform).abs() < 1e-6));
         });
         let client = server.client();
         server.shutdown();

@@ -434,13 +434,17 @@ pub fn assert_quit_and_eof_answer(mut new_gui: impl FnMut() -> Gui) {
     }
 }
 
+/// Whether an engine accepts `setoption name <name> [value <value>]`,
+/// given the name and the value.
+pub type OptionAccepted = Box<dyn Fn(&str, Option<&str>) -> bool>;
+
 /// The engine-specific part of a random command stream.
 pub struct StreamConfig {
     /// `setoption` lines to send, accepted and refused ones.
     pub setoptions: Vec<String>,
-    /// Whether the engine accepts `setoption name <name> [value <value>]`
-    /// (with nothing running); a refusal must bring one error line.
-    pub option_accepted: Box<dyn Fn(&str, Option<&str>) -> bool>,
+    /// Which of them the engine accepts (with nothing running); a refusal
+    /// must bring one error line.
+    pub option_accepted: OptionAccepted,
     /// Most nodes a random `go nodes` asks for.
     pub max_nodes: u64,
 }
