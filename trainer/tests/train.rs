@@ -137,3 +137,33 @@ fn bad_configs_name_the_problem() {
     assert!(stderr.contains("wrokers"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn the_ladder_and_gating_report_to_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = dir.path().join("gated.toml");
+    let text = std::fs::read_to_string(tiny_config()).unwrap()
+        + "\n[evaluation]\nladder_every = 1\nbaselines = [\"random\"]\nladder_games = 2\n\
+           gating = true\ngate_games = 2\ngate_threshold = 0.5\nplayouts = 4\n\
+           concurrency = 2\nmax_plies = 40\n";
+    std::fs::write(&config, text).unwrap();
+    assert_ok(&train(
+        &run,
+        &["--config", config.to_str().unwrap(), "--minutes", "0.4"],
+    ));
+    let metrics = std::fs::read_to_string(run.join("logs/metrics.jsonl")).unwrap();
+    for tag in [
+        "ladder/score_vs_random",
+        "ladder/elo_vs_random",
+        "gate/score",
+        "gate/promoted",
+    ] {
+        assert!(metrics.contains(tag), "no {tag} in the metrics");
+    }
+    // Self-play's net is the best checkpoint, recorded for a resumed run.
+    if let Ok(best) = std::fs::read_to_string(run.join("checkpoints/best")) {
+        let best: u32 = best.trim().parse().unwrap();
+        assert!(best >= 1 && best <= latest(&run));
+    }
+}
