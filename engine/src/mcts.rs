@@ -376,9 +376,11 @@ impl Search {
         let us = pos.side_to_move();
         let winning = self.config.win_check.then(|| {
             moves.iter().position(|&mv| {
-                pos.after(mv)
-                    .outcome_without_moves()
-                    .is_some_and(|o| o.winner == Some(us))
+                // Only a check or a rule 5 obligation can leave the opponent
+                // lost without moves; testing them first spares most move
+                // generations.
+                let next = pos.after(mv);
+                (next.in_check() || next.must_move_king(!us)) && !next.has_legal_moves()
             })
         });
         Selection::Leaf(PendingLeaf {
