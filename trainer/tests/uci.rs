@@ -41,8 +41,9 @@ impl Weights {
 
 fn mixzero(weights: &Path) -> Gui {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mixzero"));
+    // One libtorch thread: tests run side by side on few cores.
     command
-        .args(["uci", "--weights"])
+        .args(["uci", "--threads", "1", "--weights"])
         .arg(weights)
         .env("RUST_LOG", "warn");
     Gui::binary(command).expect("mixzero runs")
@@ -62,7 +63,7 @@ fn scripted_session() {
     assert!(hello[1].starts_with("id author "), "{hello:?}");
     for option in [
         format!("option name Weights type string default {path}"),
-        "option name Threads type spin default 0 min 0 max 256".to_string(),
+        "option name Threads type spin default 1 min 0 max 256".to_string(),
         "option name BatchSize type spin default 8 min 1 max 1024".to_string(),
         "option name Playouts type spin default 0 min 0 max 1000000000".to_string(),
     ] {
@@ -252,7 +253,7 @@ fn mixzero_options(weights: &Weights) -> StreamConfig {
 fn random_and_malformed_command_streams() {
     let weights = Weights::random();
     let config = mixzero_options(&weights);
-    for seed in 0..2 {
+    for seed in 0..3 {
         let report = run_random_session(mixzero(&weights.path), &config, seed, 300);
         assert!(
             report.searches > 20,
