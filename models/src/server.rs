@@ -434,6 +434,12 @@ mod tests {
         )
     }
 
+    fn assert_same_policy(eval: &Evaluation, expected: &Evaluation) {
+        for (a, b) in eval.policy.iter().zip(&expected.policy) {
+            assert!((a - b).abs() < 1e-4);
+        }
+    }
+
     /// `threads` callers each send ten batches of `batch` copies of
     /// `request` and `check` every answer.
     fn from_many_threads(
@@ -479,9 +485,7 @@ mod tests {
         assert!((w.win + w.draw + w.loss - 1.0).abs() < 1e-4);
 
         from_many_threads(&server, &request, 4, 2, |eval| {
-            for (a, b) in eval.policy.iter().zip(&expected.policy) {
-                assert!((a - b).abs() < 1e-4);
-            }
+            assert_same_policy(eval, &expected)
         });
         assert!(server.client().stats().mean_batch() >= 1.0);
         let blocks = server.client().run_on_server(|net| net.arch().net.blocks);
@@ -501,9 +505,7 @@ mod tests {
         };
         let expected = server.client().evaluate(&request).unwrap();
         from_many_threads(&server, &request, 6, 3, |eval| {
-            for (a, b) in eval.policy.iter().zip(&expected.policy) {
-                assert!((a - b).abs() < 1e-4);
-            }
+            assert_same_policy(eval, &expected)
         });
         let names = server
             .client()
