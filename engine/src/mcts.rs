@@ -134,6 +134,8 @@ pub struct Search {
     keys: Vec<u64>,
     /// Evaluations requested so far (for nodes/s).
     evaluations: u64,
+    /// Every root move gets one visit before any gets a second.
+    forced_root_visits: bool,
 }
 
 const ROOT: NodeId = 0;
@@ -164,7 +166,19 @@ impl Search {
             history,
             keys,
             evaluations: 0,
+            forced_root_visits: false,
         }
+    }
+
+    /// With `on`, every root move gets one visit before any root move gets a
+    /// second (KataGo's forced playouts, in their simplest form). With few
+    /// playouts the priors alone decide which moves are looked at, so a move
+    /// the network has learnt to overlook, a free capture say, would never
+    /// get a value or become a policy target; forced, each root move is
+    /// valued once and the rest of the playouts follow the values.
+    /// [`Search::policy_target`] takes the forced visits out again.
+    pub fn set_forced_root_visits(&mut self, on: bool) {
+        self.forced_root_visits = on;
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -288,9 +302,20 @@ impl Search {
         c.c_puct + c.c_puct_factor * ((parent_visits + c.c_puct_base + 1.0) / c.c_puct_base).ln()
     }
 
-    /// The child with the highest PUCT score, virtual losses counted.
+    /// The child with the highest PUCT score, virtual losses counted; at a
+    /// root with forced visits, first the unvisited child with the highest prior.
     fn best_child(&self, id: NodeId) -> NodeId {
         let parent = &self.nodes[id as usize];
+        if id == ROOT && self.forced_root_visits {
+            let unvisited = self.nodes[parent.children()]
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.visits + c.in_flight == 0)
+                .max_by(|a, b| a.1.prior.total_cmp(&b.1.prior));
+            if let Some((i, _)) = unvisited {
+                return parent.first_child + i as NodeId;
+            }
+        }
         let vl = self.config.virtual_loss;
         let parent_n = parent.visits as f32 + parent.in_flight as f32 * vl;
         let parent_q = if parent.visits > 0 {
@@ -501,20 +526,35 @@ impl Search {
             .map(|c| c.mv)
     }
 
-    /// A root move drawn with probability proportional to visits^(1/temperature);
-    /// temperature 0 is the best move.
+    /// The root visits of each move in generation order, as a policy target:
+    /// with forced visits, less the one visit each move was given (unless
+    /// nothing would be left), so that only the visits the values earned count.
+    pub fn policy_target(&self) -> Vec<u32> {
+        let visits: Vec<u32> = self.root_children().iter().map(|c| c.visits).collect();
+        let earned: Vec<u32> = visits.iter().map(|v| v.saturating_sub(1)).collect();
+        if self.forced_root_visits && earned.iter().any(|&v| v > 0) {
+            earned
+        } else {
+            visits
+        }
+    }
+
+    /// A root move drawn with probability proportional to its
+    /// [`Search::policy_target`] weight ^ (1/temperature); temperature 0 is the
+    /// best move.
     pub fn choose_move(&self, temperature: f32, rng: &mut impl Rng) -> Option<Move> {
         if temperature <= 1e-3 {
             return self.best_move();
         }
         let children = self.root_children();
-        let max = children.iter().map(|c| c.visits).max()? as f64;
+        let target = self.policy_target();
+        let max = target.iter().copied().max()? as f64;
         if max == 0.0 {
             return self.best_move();
         }
-        let weights: Vec<f64> = children
+        let weights: Vec<f64> = target
             .iter()
-            .map(|c| (c.visits as f64 / max).powf(1.0 / temperature as f64))
+            .map(|&v| (v as f64 / max).powf(1.0 / temperature as f64))
             .collect();
         let total: f64 = weights.iter().sum();
         let mut pick = rng.random::<f64>() * total;

@@ -161,6 +161,13 @@ mod tests {
                 "[training]\nlearning_rate = 1.0",
                 "learning_rate",
             ),
+            (
+                "value_q_share = 0.0",
+                "value_q_share = 0.6",
+                "value_material_share",
+            ),
+            ("material_plies = 8", "material_plies = 0", "material_plies"),
+            ("material_scale = 3.0", "material_scale = -1.0", "material_scale"),
         ];
         for (from, to, key) in cases {
             let text = DEFAULT_TOML.replacen(from, to, 1);

@@ -36,8 +36,9 @@ use thiserror::Error;
 #[derive(Clone, Debug, PartialEq)]
 pub struct MoveRecord {
     pub mv: Move,
-    /// Root visit counts of every legal move, in `Position::legal_moves()` order;
-    /// empty when this move is not a policy target (a fast playout-cap move).
+    /// Root visit counts of every legal move, in `Position::legal_moves()` order
+    /// (forced visits taken out); empty when this move is not a policy target
+    /// (a fast playout-cap move).
     pub visits: Vec<u32>,
     /// Root value after the search, for the side to move, in [-1, 1].
     pub search_value: f32,

@@ -5,7 +5,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 
-use engine::{Color, EvalRequest, Game, Move, Position};
+use engine::players::material_balance;
+use engine::{Color, EvalRequest, Game, Move, Position, Reason};
 use models::encoding::{encode, EncoderConfig};
 use models::policy::{move_index, POLICY_SIZE};
 use rand::Rng;
@@ -113,6 +114,34 @@ pub struct TrainingSample {
     /// The final result from the side to move's view: win, draw, loss.
     pub wdl: [f32; 3],
     pub search_value: f32,
+    /// The side to move's material balance in pawns some plies later; `None`
+    /// when the rules ended the game before then.
+    pub material_later: Option<f32>,
+}
+
+/// How the value target blends the game result with two signals of less
+/// noise: the root search value (lc0's q ratio) and the material balance a
+/// few plies later (an auxiliary target in KataGo's spirit). One game's result
+/// says little about one position among random early play; the material soon
+/// after says at once which pieces were hanging.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValueTarget {
+    pub q_share: f32,
+    pub material_share: f32,
+    /// How many plies later the material is read.
+    pub material_plies: usize,
+    /// Pawns ahead that count as a value of tanh(1), about 0.76.
+    pub material_scale: f32,
+}
+
+impl ValueTarget {
+    /// The game result alone.
+    pub const RESULT: ValueTarget = ValueTarget {
+        q_share: 0.0,
+        material_share: 0.0,
+        material_plies: 1,
+        material_scale: 1.0,
+    };
 }
 
 impl ReplayBuffer {
@@ -212,12 +241,14 @@ impl ReplayBuffer {
     }
 
     /// Draws `n` samples uniformly, with replacement, from the window, each
-    /// with up to `history` positions; none from an empty buffer.
+    /// with up to `history` positions and the material `material_plies`
+    /// later; none from an empty buffer.
     pub fn sample<R: Rng + ?Sized>(
         &self,
         rng: &mut R,
         n: usize,
         history: usize,
+        material_plies: usize,
     ) -> Vec<TrainingSample> {
         if self.total == 0 {
             return Vec::new();
@@ -232,15 +263,22 @@ impl ReplayBuffer {
             .collect();
         picks
             .into_par_iter()
-            .map(|(entry, ply)| training_sample(&entry.game, ply as usize, history))
+            .map(|(entry, ply)| {
+                training_sample(&entry.game, ply as usize, history, material_plies)
+            })
             .collect()
     }
 }
 
 /// The sample at `ply` of `game` (a policy-target ply), with up to
-/// `history` positions. It replays the game from its start so that the
-/// repetition count is right.
-pub fn training_sample(game: &GameRecord, ply: usize, history: usize) -> TrainingSample {
+/// `history` positions and the material `material_plies` later. It replays
+/// the game from its start so that the repetition count is right.
+pub fn training_sample(
+    game: &GameRecord,
+    ply: usize,
+    history: usize,
+    material_plies: usize,
+) -> TrainingSample {
     let mut replay = Game::new(game.start);
     let mut past = VecDeque::with_capacity(history + 1);
     past.push_back(game.start);
@@ -265,7 +303,22 @@ pub fn training_sample(game: &GameRecord, ply: usize, history: usize) -> Trainin
             .collect(),
         wdl: wdl_for(game.outcome.winner, pos.side_to_move()),
         search_value: record.search_value,
+        material_later: material_later(game, ply, pos, material_plies),
     }
+}
+
+/// The balance, in pawns for the side to move at `ply`, `plies` later or at
+/// the end of an adjudicated game; `None` when the rules ended the game
+/// (mate, stalemate, a draw rule) by then, since its result is exact.
+fn material_later(game: &GameRecord, ply: usize, pos: Position, plies: usize) -> Option<f32> {
+    let end = ply + plies;
+    if end >= game.moves.len() && game.outcome.reason != Reason::Adjudication {
+        return None;
+    }
+    let later = game.moves[ply..end.min(game.moves.len())]
+        .iter()
+        .fold(pos, |later, record| later.after(record.mv));
+    Some(material_balance(&later, pos.side_to_move()) as f32 / 100.0)
 }
 
 fn wdl_for(winner: Option<Color>, us: Color) -> [f32; 3] {
@@ -291,17 +344,31 @@ pub struct Batch {
 }
 
 impl TrainingSample {
-    /// The value target: the game result, with `q_share` of it replaced by
-    /// the root search value spread as win/draw/loss with the same mean.
-    pub fn value_target(&self, q_share: f32) -> [f32; 3] {
-        let q = self.search_value.clamp(-1.0, 1.0);
-        let from_q = [q.max(0.0), 1.0 - q.abs(), (-q).max(0.0)];
-        std::array::from_fn(|i| (1.0 - q_share) * self.wdl[i] + q_share * from_q[i])
+    /// The value target as `mix` blends it. The search value and the
+    /// squashed material enter as win/draw/loss with the same mean; the
+    /// material share falls back to the result where the rules ended the game.
+    pub fn value_target(&self, mix: &ValueTarget) -> [f32; 3] {
+        let from_q = spread(self.search_value);
+        let from_material = self
+            .material_later
+            .map_or(self.wdl, |pawns| spread((pawns / mix.material_scale).tanh()));
+        let result_share = 1.0 - mix.q_share - mix.material_share;
+        std::array::from_fn(|i| {
+            result_share * self.wdl[i]
+                + mix.q_share * from_q[i]
+                + mix.material_share * from_material[i]
+        })
     }
 }
 
-/// Encodes `samples`, in parallel; `q_share` as in [`TrainingSample::value_target`].
-pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig, q_share: f32) -> Batch {
+/// A value in [-1, 1] as win, draw, loss with that mean, never both a win and a loss.
+fn spread(value: f32) -> [f32; 3] {
+    let v = value.clamp(-1.0, 1.0);
+    [v.max(0.0), 1.0 - v.abs(), (-v).max(0.0)]
+}
+
+/// Encodes `samples`, in parallel, with value targets as `value` blends them.
+pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig, value: &ValueTarget) -> Batch {
     let n = samples.len();
     let input_len = encoder.input_len();
     let mut batch = Batch {
@@ -331,7 +398,7 @@ pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig, q_share:
                 policy[index] = p;
                 legal[index] = 1.0;
             }
-            wdl.copy_from_slice(&sample.value_target(q_share));
+            wdl.copy_from_slice(&sample.value_target(value));
         });
     batch
 }
@@ -466,7 +533,7 @@ mod tests {
     fn samples_come_from_policy_targets_in_the_window() {
         let mut rng = SmallRng::seed_from_u64(11);
         let mut buffer = ReplayBuffer::new(config(30, 30));
-        assert!(buffer.sample(&mut rng, 4, 4).is_empty());
+        assert!(buffer.sample(&mut rng, 4, 4, 8).is_empty());
         // A game with no policy target adds nothing.
         let mut fast = random_game(
             &mut rng,
@@ -506,12 +573,12 @@ mod tests {
             })
             .collect();
         assert_eq!(by_value.len(), 64);
-        let samples = buffer.sample(&mut rng, 2000, 3);
+        let samples = buffer.sample(&mut rng, 2000, 3, 5);
         assert_eq!(samples.len(), 2000);
         let mut seen = std::collections::HashSet::new();
         for sample in &samples {
             let (game, ply) = by_value[&sample.search_value.to_bits()];
-            assert_eq!(*sample, training_sample(&games[game], ply, 3));
+            assert_eq!(*sample, training_sample(&games[game], ply, 3, 5));
             assert_eq!(ply % 2, 1, "only policy-target plies are sampled");
             assert!(
                 game > 0 || ply >= 5,
@@ -532,7 +599,7 @@ mod tests {
             };
             let game = full_game(&mut rng, 12, outcome);
             for ply in 0..game.moves.len() {
-                let sample = training_sample(&game, ply, 4);
+                let sample = training_sample(&game, ply, 4, 3);
                 let mut positions = vec![game.start];
                 for record in &game.moves[..ply] {
                     positions.push(positions.last().unwrap().after(record.mv));
@@ -585,7 +652,7 @@ mod tests {
             network: 0,
         };
         let found: Vec<u8> = (0..9)
-            .map(|ply| training_sample(&game, ply, 2).repetitions)
+            .map(|ply| training_sample(&game, ply, 2, 1).repetitions)
             .collect();
         assert_eq!(found, expected);
     }
@@ -603,8 +670,8 @@ mod tests {
             )));
         }
         let encoder = EncoderConfig { history: 2 };
-        let samples = buffer.sample(&mut rng, 16, encoder.history);
-        let batch = build_batch(&samples, &encoder, 0.0);
+        let samples = buffer.sample(&mut rng, 16, encoder.history, 4);
+        let batch = build_batch(&samples, &encoder, &ValueTarget::RESULT);
         assert_eq!(batch.n, 16);
         assert_eq!(batch.inputs.len(), 16 * encoder.input_len());
         assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
@@ -641,11 +708,11 @@ mod tests {
             let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
             assert_eq!(batch.inputs[row], input[..]);
         }
-        assert_eq!(build_batch(&[], &encoder, 0.0).n, 0);
+        assert_eq!(build_batch(&[], &encoder, &ValueTarget::RESULT).n, 0);
     }
 
     #[test]
-    fn value_target_mixes_result_and_search_value() {
+    fn value_target_mixes_result_search_value_and_material() {
         let mut sample = TrainingSample {
             history: vec![Position::start()],
             repetitions: 0,
@@ -653,14 +720,83 @@ mod tests {
             policy: Vec::new(),
             wdl: [0.0, 0.0, 1.0],
             search_value: 0.5,
+            material_later: Some(3.0),
         };
-        assert_eq!(sample.value_target(0.0), [0.0, 0.0, 1.0]);
-        assert_eq!(sample.value_target(1.0), [0.5, 0.5, 0.0]);
-        let half = sample.value_target(0.5);
-        assert_eq!(half, [0.25, 0.25, 0.5]);
-        assert!((half.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        let mix = |q_share, material_share| ValueTarget {
+            q_share,
+            material_share,
+            material_plies: 8,
+            material_scale: 3.0,
+        };
+        assert_eq!(sample.value_target(&ValueTarget::RESULT), [0.0, 0.0, 1.0]);
+        assert_eq!(sample.value_target(&mix(1.0, 0.0)), [0.5, 0.5, 0.0]);
+        assert_eq!(sample.value_target(&mix(0.5, 0.0)), [0.25, 0.25, 0.5]);
+        // Three pawns up at scale 3: a value of tanh(1).
+        let t = 1f32.tanh();
+        let material = sample.value_target(&mix(0.0, 1.0));
+        assert!((material[0] - t).abs() < 1e-6 && (material[1] - (1.0 - t)).abs() < 1e-6);
+        assert_eq!(material[2], 0.0);
+        let blend = sample.value_target(&mix(0.25, 0.5));
+        let expected = [0.125 + 0.5 * t, 0.125 + 0.5 * (1.0 - t), 0.25];
+        for (got, want) in blend.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-6, "{blend:?}");
+        }
+        assert!((blend.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        // Behind, the material share is a loss share.
+        sample.material_later = Some(-300.0);
+        assert_eq!(sample.value_target(&mix(0.0, 1.0)), [0.0, 0.0, 1.0]);
+        // Where the rules ended the game, the material share is the result.
+        sample.material_later = None;
+        sample.wdl = [1.0, 0.0, 0.0];
+        assert_eq!(sample.value_target(&mix(0.0, 1.0)), [1.0, 0.0, 0.0]);
         sample.search_value = -1.0;
-        assert_eq!(sample.value_target(1.0), [0.0, 0.0, 1.0]);
+        assert_eq!(sample.value_target(&mix(1.0, 0.0)), [0.0, 0.0, 1.0]);
+    }
+
+    /// A game from `fen` through `moves`, every ply a policy target.
+    fn scripted_game(fen: &str, moves: &[&str], outcome: Outcome) -> GameRecord {
+        let mut pos = Position::from_fen(fen).unwrap();
+        let start = pos;
+        let moves = moves
+            .iter()
+            .map(|text| {
+                let mv = pos.parse_move(text).unwrap();
+                let record = MoveRecord {
+                    mv,
+                    visits: vec![1; pos.legal_moves().len()],
+                    search_value: 0.0,
+                };
+                pos = pos.after(mv);
+                record
+            })
+            .collect();
+        GameRecord {
+            start,
+            moves,
+            outcome,
+            network: 0,
+        }
+    }
+
+    #[test]
+    fn material_later_follows_the_game() {
+        // White's knight takes a pawn, Black's queen takes the knight back.
+        let fen = "4qk4/10/10/10/4p5/10/3N6/10/10/5K4 w - - 0 11";
+        let moves = ["d4e6", "e10e6", "f1g1", "e6e5"];
+        let adjudicated = scripted_game(fen, &moves, Outcome::draw(Reason::Adjudication));
+        let later = |game: &GameRecord, ply, plies| training_sample(game, ply, 1, plies).material_later;
+        // A knight against a queen and a pawn: -7 for White at the start.
+        assert_eq!(later(&adjudicated, 0, 1), Some(-6.0));
+        assert_eq!(later(&adjudicated, 0, 2), Some(-9.0));
+        assert_eq!(later(&adjudicated, 1, 1), Some(9.0), "Black's view");
+        // Past the end of an adjudicated game: its last position.
+        assert_eq!(later(&adjudicated, 2, 8), Some(-9.0));
+        assert_eq!(later(&adjudicated, 3, 1), Some(9.0));
+        // The same moves ended by a rule: its result is the target.
+        let stalemate = scripted_game(fen, &moves, Outcome::draw(Reason::Stalemate));
+        assert_eq!(later(&stalemate, 0, 3), Some(-9.0));
+        assert_eq!(later(&stalemate, 0, 4), None);
+        assert_eq!(later(&stalemate, 2, 8), None);
     }
 
     #[test]

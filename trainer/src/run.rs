@@ -417,13 +417,14 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         let allowed =
             limiter.allowed_steps(new_samples, config.training.batch_size, step - start_step);
         if replay.samples_in_window() >= config.training.min_samples && allowed > 0 {
-            let samples =
-                replay.sample(&mut rng, config.training.batch_size, config.encoder.history);
-            let batch = build_batch(
-                &samples,
-                &config.encoder,
-                config.training.value_q_share as f32,
+            let value_target = config.training.value_target();
+            let samples = replay.sample(
+                &mut rng,
+                config.training.batch_size,
+                config.encoder.history,
+                value_target.material_plies,
             );
+            let batch = build_batch(&samples, &config.encoder, &value_target);
             let task_state = Arc::clone(state);
             let training = config.training.clone();
             let step_stats = client

@@ -35,6 +35,10 @@ pub struct SelfPlayConfig {
     pub fast_playouts: u32,
     /// Share of moves searched fully.
     pub full_search_share: f64,
+    /// In full searches, every root move gets one visit first, taken out of
+    /// the policy target again ([`engine::mcts::Search::set_forced_root_visits`]).
+    #[serde(default)]
+    pub forced_root_visits: bool,
     /// Moves are drawn with this temperature for the first `temperature_plies` plies...
     pub temperature: f32,
     pub temperature_plies: usize,
@@ -154,6 +158,7 @@ pub fn play_game(
 
         let full = rng.random_bool(config.full_search_share);
         let before = search.evaluations();
+        search.set_forced_root_visits(full && config.forced_root_visits);
         if full {
             search.add_root_noise(evaluator, rng)?;
             search.run_until(evaluator, config.playouts)?;
@@ -187,7 +192,7 @@ pub fn play_game(
             .choose_move(temperature, rng)
             .expect("a game that is not over has a move");
         let visits = if full {
-            search.root_children().iter().map(|c| c.visits).collect()
+            search.policy_target()
         } else {
             Vec::new()
         };
@@ -276,6 +281,7 @@ mod tests {
             playouts: 8,
             fast_playouts: 2,
             full_search_share: 0.5,
+            forced_root_visits: false,
             temperature: 1.0,
             temperature_plies: 10,
             resign_threshold: -0.95,
@@ -289,28 +295,30 @@ mod tests {
 
     #[test]
     fn a_game_replays_to_its_outcome() {
-        let mut rng = SmallRng::seed_from_u64(5);
-        let (record, stats) = play_game(
-            &config(),
-            &SearchConfig::default(),
-            &UniformEvaluator,
-            3,
-            &mut rng,
-        )
-        .unwrap();
-        assert_eq!(record.network, 3);
-        assert_eq!(stats.plies, record.moves.len());
-        let mut game = Game::new(record.start);
-        for m in &record.moves {
-            let legal = game.position().legal_moves();
-            assert!(m.visits.is_empty() || m.visits.len() == legal.len());
-            game.play(m.mv).unwrap();
+        for forced_root_visits in [false, true] {
+            let config = SelfPlayConfig {
+                forced_root_visits,
+                ..config()
+            };
+            let mut rng = SmallRng::seed_from_u64(5);
+            let (record, stats) =
+                play_game(&config, &SearchConfig::default(), &UniformEvaluator, 3, &mut rng)
+                    .unwrap();
+            assert_eq!(record.network, 3);
+            assert_eq!(stats.plies, record.moves.len());
+            let mut game = Game::new(record.start);
+            for m in &record.moves {
+                let legal = game.position().legal_moves();
+                assert!(m.visits.is_empty() || m.visits.len() == legal.len());
+                assert!(m.visits.is_empty() || m.visits.iter().any(|&v| v > 0));
+                game.play(m.mv).unwrap();
+            }
+            match game.outcome() {
+                Some(outcome) => assert_eq!(outcome, record.outcome),
+                None => assert_eq!(record.outcome.reason, Reason::Adjudication),
+            }
+            assert!(record.moves.iter().any(|m| !m.visits.is_empty()));
         }
-        match game.outcome() {
-            Some(outcome) => assert_eq!(outcome, record.outcome),
-            None => assert_eq!(record.outcome.reason, Reason::Adjudication),
-        }
-        assert!(record.moves.iter().any(|m| !m.visits.is_empty()));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::replay::Batch;
+use crate::replay::{Batch, ValueTarget};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -39,12 +39,28 @@ pub struct TrainingConfig {
     /// the game result (lc0's q ratio): less noise from one game's outcome.
     #[serde(default)]
     pub value_q_share: f64,
+    /// Share of the value target taken from the material balance
+    /// `material_plies` later, squashed as tanh(pawns / `material_scale`).
+    #[serde(default)]
+    pub value_material_share: f64,
+    #[serde(default = "default_material_plies")]
+    pub material_plies: usize,
+    #[serde(default = "default_material_scale")]
+    pub material_scale: f64,
     /// Samples in the replay window before training starts.
     pub min_samples: usize,
     /// Times each new sample is trained on, on average, at most.
     pub max_reuse: f64,
     /// Training steps between checkpoints (each becomes the self-play net).
     pub checkpoint_every: u64,
+}
+
+fn default_material_plies() -> usize {
+    8
+}
+
+fn default_material_scale() -> f64 {
+    3.0
 }
 
 impl TrainingConfig {
@@ -73,13 +89,33 @@ impl TrainingConfig {
                 "[training] weight_decay >= 0, value_weight > 0 and max_reuse > 0 required".into(),
             );
         }
-        if !(0.0..=1.0).contains(&self.value_q_share) {
-            return Err("[training] value_q_share must be in [0, 1]".into());
+        let shares = [self.value_q_share, self.value_material_share];
+        if !shares.iter().all(|s| (0.0..=1.0).contains(s)) || shares.iter().sum::<f64>() > 1.0 {
+            return Err(
+                "[training] value_q_share and value_material_share must be in [0, 1], \
+                 their sum at most 1"
+                    .into(),
+            );
+        }
+        if self.material_plies == 0 {
+            return Err("[training] material_plies must be at least 1".into());
+        }
+        if !(self.material_scale > 0.0 && self.material_scale.is_finite()) {
+            return Err("[training] material_scale must be positive".into());
         }
         if self.checkpoint_every == 0 {
             return Err("[training] checkpoint_every must be at least 1".into());
         }
         Ok(())
+    }
+
+    pub fn value_target(&self) -> ValueTarget {
+        ValueTarget {
+            q_share: self.value_q_share as f32,
+            material_share: self.value_material_share as f32,
+            material_plies: self.material_plies,
+            material_scale: self.material_scale as f32,
+        }
     }
 
     pub fn learning_rate(&self, step: u64) -> f64 {

@@ -288,3 +288,66 @@ fn without_win_check_the_priors_decide() {
     assert!(prior(&s) < 0.1);
     assert_eq!(prior(&search(fen, &Ranked, 2)), 1.0);
 }
+
+/// Material values, but a capture gets a hundredth of another move's prior:
+/// a network that has learnt to overlook captures.
+struct CaptureShy;
+
+impl Evaluator for CaptureShy {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        let mut out = Material.evaluate_batch(requests)?;
+        for (eval, request) in out.iter_mut().zip(requests) {
+            let pos = request.position();
+            let weights: Vec<f32> = request
+                .moves
+                .iter()
+                .map(|m| if pos.piece_at(m.to).is_some() { 0.01 } else { 1.0 })
+                .collect();
+            let total: f32 = weights.iter().sum();
+            eval.policy = weights.iter().map(|w| w / total).collect();
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn forced_root_visits_find_a_capture_the_priors_hide() {
+    let fen = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
+    let plain = search(fen, &CaptureShy, 100);
+    let capture = mv(plain.root_position(), "d3d7");
+    assert_ne!(plain.best_move(), Some(capture));
+    assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
+
+    // One leaf at a time: virtual losses would spread a few visits elsewhere.
+    let one_leaf = SearchConfig {
+        leaves_in_flight: 1,
+        ..SearchConfig::default()
+    };
+    let mut forced = Search::new(one_leaf, &game(fen));
+    forced.set_forced_root_visits(true);
+    forced.run(&CaptureShy, 100).unwrap();
+    assert!(forced.root_children().iter().all(|c| c.visits >= 1));
+    assert_eq!(forced.best_move(), Some(capture));
+    let target = forced.policy_target();
+    let expected: Vec<u32> = visits(&forced).iter().map(|v| v - 1).collect();
+    assert_eq!(target, expected, "the forced visits are taken out");
+    let at = forced
+        .root_children()
+        .iter()
+        .position(|c| c.mv == capture)
+        .unwrap();
+    assert!(2 * target[at] > target.iter().sum::<u32>(), "{target:?}");
+}
+
+#[test]
+fn forced_visits_stay_in_the_target_when_nothing_else_is_left() {
+    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
+    s.set_forced_root_visits(true);
+    s.run(&Ranked, 8).unwrap();
+    assert!(visits(&s).iter().all(|&v| v <= 1));
+    assert_eq!(s.policy_target(), visits(&s));
+}
+
+fn visits(s: &Search) -> Vec<u32> {
+    s.root_children().iter().map(|c| c.visits).collect()
+}
