@@ -40,6 +40,17 @@ impl Wdl {
         loss: 0.0,
     };
 
+    /// The outcome with expected score `value` (clamped to [-1, 1]) and the
+    /// largest draw share: never both a win and a loss share.
+    pub fn from_value(value: f32) -> Wdl {
+        let v = value.clamp(-1.0, 1.0);
+        Wdl {
+            win: v.max(0.0),
+            draw: 1.0 - v.abs(),
+            loss: (-v).max(0.0),
+        }
+    }
+
     /// Expected score in [-1, 1].
     pub fn value(&self) -> f32 {
         self.win - self.loss

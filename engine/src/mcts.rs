@@ -530,12 +530,15 @@ impl Search {
     /// with forced visits, less the one visit each move was given (unless
     /// nothing would be left), so that only the visits the values earned count.
     pub fn policy_target(&self) -> Vec<u32> {
-        let visits: Vec<u32> = self.root_children().iter().map(|c| c.visits).collect();
-        let earned: Vec<u32> = visits.iter().map(|v| v.saturating_sub(1)).collect();
-        if self.forced_root_visits && earned.iter().any(|&v| v > 0) {
-            earned
+        self.target_visits(&self.root_children())
+    }
+
+    fn target_visits(&self, children: &[ChildStats]) -> Vec<u32> {
+        let visits = children.iter().map(|c| c.visits);
+        if self.forced_root_visits && children.iter().any(|c| c.visits > 1) {
+            visits.map(|v| v.saturating_sub(1)).collect()
         } else {
-            visits
+            visits.collect()
         }
     }
 
@@ -547,7 +550,7 @@ impl Search {
             return self.best_move();
         }
         let children = self.root_children();
-        let target = self.policy_target();
+        let target = self.target_visits(&children);
         let max = target.iter().copied().max()? as f64;
         if max == 0.0 {
             return self.best_move();

@@ -167,7 +167,11 @@ mod tests {
                 "value_material_share",
             ),
             ("material_plies = 8", "material_plies = 0", "material_plies"),
-            ("material_scale = 3.0", "material_scale = -1.0", "material_scale"),
+            (
+                "material_scale = 3.0",
+                "material_scale = -1.0",
+                "material_scale",
+            ),
         ];
         for (from, to, key) in cases {
             let text = DEFAULT_TOML.replacen(from, to, 1);

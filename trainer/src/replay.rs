@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::players::material_balance;
-use engine::{Color, EvalRequest, Game, Move, Position, Reason};
+use engine::{Color, EvalRequest, Game, Move, Position, Reason, Wdl};
 use models::encoding::{encode, EncoderConfig};
 use models::policy::{move_index, POLICY_SIZE};
 use rand::Rng;
@@ -134,16 +134,6 @@ pub struct ValueTarget {
     pub material_scale: f32,
 }
 
-impl ValueTarget {
-    /// The game result alone.
-    pub const RESULT: ValueTarget = ValueTarget {
-        q_share: 0.0,
-        material_share: 0.0,
-        material_plies: 1,
-        material_scale: 1.0,
-    };
-}
-
 impl ReplayBuffer {
     pub fn new(config: ReplayConfig) -> ReplayBuffer {
         ReplayBuffer {
@@ -263,9 +253,7 @@ impl ReplayBuffer {
             .collect();
         picks
             .into_par_iter()
-            .map(|(entry, ply)| {
-                training_sample(&entry.game, ply as usize, history, material_plies)
-            })
+            .map(|(entry, ply)| training_sample(&entry.game, ply as usize, history, material_plies))
             .collect()
     }
 }
@@ -349,9 +337,9 @@ impl TrainingSample {
     /// material share falls back to the result where the rules ended the game.
     pub fn value_target(&self, mix: &ValueTarget) -> [f32; 3] {
         let from_q = spread(self.search_value);
-        let from_material = self
-            .material_later
-            .map_or(self.wdl, |pawns| spread((pawns / mix.material_scale).tanh()));
+        let from_material = self.material_later.map_or(self.wdl, |pawns| {
+            spread((pawns / mix.material_scale).tanh())
+        });
         let result_share = 1.0 - mix.q_share - mix.material_share;
         std::array::from_fn(|i| {
             result_share * self.wdl[i]
@@ -361,14 +349,18 @@ impl TrainingSample {
     }
 }
 
-/// A value in [-1, 1] as win, draw, loss with that mean, never both a win and a loss.
+/// [`Wdl::from_value`] as a target row.
 fn spread(value: f32) -> [f32; 3] {
-    let v = value.clamp(-1.0, 1.0);
-    [v.max(0.0), 1.0 - v.abs(), (-v).max(0.0)]
+    let wdl = Wdl::from_value(value);
+    [wdl.win, wdl.draw, wdl.loss]
 }
 
 /// Encodes `samples`, in parallel, with value targets as `value` blends them.
-pub fn build_batch(samples: &[TrainingSample], encoder: &EncoderConfig, value: &ValueTarget) -> Batch {
+pub fn build_batch(
+    samples: &[TrainingSample],
+    encoder: &EncoderConfig,
+    value: &ValueTarget,
+) -> Batch {
     let n = samples.len();
     let input_len = encoder.input_len();
     let mut batch = Batch {
@@ -436,6 +428,14 @@ mod tests {
     use engine::{Outcome, Reason};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
+
+    /// The game result alone.
+    const RESULT_ONLY: ValueTarget = ValueTarget {
+        q_share: 0.0,
+        material_share: 0.0,
+        material_plies: 1,
+        material_scale: 1.0,
+    };
 
     fn config(min_window: usize, max_window: usize) -> ReplayConfig {
         ReplayConfig {
@@ -671,7 +671,7 @@ mod tests {
         }
         let encoder = EncoderConfig { history: 2 };
         let samples = buffer.sample(&mut rng, 16, encoder.history, 4);
-        let batch = build_batch(&samples, &encoder, &ValueTarget::RESULT);
+        let batch = build_batch(&samples, &encoder, &RESULT_ONLY);
         assert_eq!(batch.n, 16);
         assert_eq!(batch.inputs.len(), 16 * encoder.input_len());
         assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
@@ -708,7 +708,7 @@ mod tests {
             let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
             assert_eq!(batch.inputs[row], input[..]);
         }
-        assert_eq!(build_batch(&[], &encoder, &ValueTarget::RESULT).n, 0);
+        assert_eq!(build_batch(&[], &encoder, &RESULT_ONLY).n, 0);
     }
 
     #[test]
@@ -728,7 +728,7 @@ mod tests {
             material_plies: 8,
             material_scale: 3.0,
         };
-        assert_eq!(sample.value_target(&ValueTarget::RESULT), [0.0, 0.0, 1.0]);
+        assert_eq!(sample.value_target(&RESULT_ONLY), [0.0, 0.0, 1.0]);
         assert_eq!(sample.value_target(&mix(1.0, 0.0)), [0.5, 0.5, 0.0]);
         assert_eq!(sample.value_target(&mix(0.5, 0.0)), [0.25, 0.25, 0.5]);
         // Three pawns up at scale 3: a value of tanh(1).
@@ -784,7 +784,8 @@ mod tests {
         let fen = "4qk4/10/10/10/4p5/10/3N6/10/10/5K4 w - - 0 11";
         let moves = ["d4e6", "e10e6", "f1g1", "e6e5"];
         let adjudicated = scripted_game(fen, &moves, Outcome::draw(Reason::Adjudication));
-        let later = |game: &GameRecord, ply, plies| training_sample(game, ply, 1, plies).material_later;
+        let later =
+            |game: &GameRecord, ply, plies| training_sample(game, ply, 1, plies).material_later;
         // A knight against a queen and a pawn: -7 for White at the start.
         assert_eq!(later(&adjudicated, 0, 1), Some(-6.0));
         assert_eq!(later(&adjudicated, 0, 2), Some(-9.0));

@@ -301,9 +301,14 @@ mod tests {
                 ..config()
             };
             let mut rng = SmallRng::seed_from_u64(5);
-            let (record, stats) =
-                play_game(&config, &SearchConfig::default(), &UniformEvaluator, 3, &mut rng)
-                    .unwrap();
+            let (record, stats) = play_game(
+                &config,
+                &SearchConfig::default(),
+                &UniformEvaluator,
+                3,
+                &mut rng,
+            )
+            .unwrap();
             assert_eq!(record.network, 3);
             assert_eq!(stats.plies, record.moves.len());
             let mut game = Game::new(record.start);

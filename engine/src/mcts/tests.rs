@@ -25,11 +25,7 @@ impl Evaluator for Material {
             let pos = request.position();
             let us = pos.side_to_move();
             let v = ((material(pos, us) - material(pos, !us)) as f32 / 5.0).tanh();
-            eval.wdl = Wdl {
-                win: v.max(0.0),
-                draw: 1.0 - v.abs(),
-                loss: (-v).max(0.0),
-            };
+            eval.wdl = Wdl::from_value(v);
         }
         Ok(out)
     }
@@ -301,7 +297,13 @@ impl Evaluator for CaptureShy {
             let weights: Vec<f32> = request
                 .moves
                 .iter()
-                .map(|m| if pos.piece_at(m.to).is_some() { 0.01 } else { 1.0 })
+                .map(|m| {
+                    if pos.piece_at(m.to).is_some() {
+                        0.01
+                    } else {
+                        1.0
+                    }
+                })
                 .collect();
             let total: f32 = weights.iter().sum();
             eval.policy = weights.iter().map(|w| w / total).collect();
