@@ -409,18 +409,23 @@ struct Finished {
 /// Plays `opening` from the start position, then lets the players move
 /// until the game ends or reaches `max_plies`. A player that gives no legal
 /// move loses by adjudication, with the reason returned.
+/// `None` when `cancel` was set before the game ended.
 fn play_one(
     seats: [&mut Seat<'_>; 2],
     names: [&str; 2],
     opening: &[Move],
     max_plies: usize,
-) -> (Game, Option<Forfeit>) {
+    cancel: &AtomicBool,
+) -> Option<(Game, Option<Forfeit>)> {
     let mut game = Game::new(Position::start());
     for &mv in opening {
         game.play_unchecked(mv);
     }
     let [white, black] = seats;
     while game.outcome().is_none() {
+        if cancel.load(Ordering::Relaxed) {
+            return None;
+        }
         if game.moves().len() >= max_plies {
             game.adjudicate(Outcome::draw(Reason::Adjudication));
             break;
@@ -440,10 +445,10 @@ fn play_one(
             game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
             let name = names[mover.index()];
             let note = format!("{mover:?} ({name}) forfeits: {}", forfeit.note);
-            return (game, Some(Forfeit { note, ..forfeit }));
+            return Some((game, Some(Forfeit { note, ..forfeit })));
         }
     }
-    (game, None)
+    Some((game, None))
 }
 
 /// A seed for each (match seed, stream, index), so games and openings differ.
@@ -485,8 +490,13 @@ fn game_pgn(game: &Game, tags: &[(&str, String)], forfeit: Option<&Forfeit>) -> 
 
 /// Plays the match `args` describes (its output options aside), hands a
 /// line per finished game to `on_game`, writes the PGN when asked, and
-/// returns the summary.
-pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Summary> {
+/// returns the summary. Setting `cancel` abandons the match: games in
+/// flight stop at their next move and it returns an error.
+pub fn play_match(
+    args: &ArenaArgs,
+    cancel: &AtomicBool,
+    mut on_game: impl FnMut(&str),
+) -> Result<Summary> {
     let [spec1, spec2] = <[String; 2]>::try_from(args.players.clone())
         .ok()
         .context("give --player exactly twice")?;
@@ -589,7 +599,7 @@ pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Sum
             let sender = sender.clone();
             let (next, stop, makers, names, lines) = (&next, &stop, &makers, &names, &lines);
             scope.spawn(move || loop {
-                if stop.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
                     return;
                 }
                 let index = next.fetch_add(1, Ordering::Relaxed);
@@ -605,11 +615,13 @@ pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Sum
                 } else {
                     ([&mut two, &mut one], [names[1].as_str(), names[0].as_str()])
                 };
-                let (game, forfeit) =
-                    play_one(seats, seat_names, &lines[index / 2], args.max_plies);
+                let played = play_one(seats, seat_names, &lines[index / 2], args.max_plies, cancel);
                 let eval_failures = one.eval_failures() + two.eval_failures();
                 makers[0].release(one);
                 makers[1].release(two);
+                let Some((game, forfeit)) = played else {
+                    return;
+                };
                 let done = Finished {
                     index,
                     game,
@@ -661,6 +673,9 @@ pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Sum
             }
         }
     });
+    if cancel.load(Ordering::Relaxed) {
+        bail!("the match was cancelled after {} games", finished.len());
+    }
     let seconds = started.elapsed().as_secs_f64();
     finished.sort_by_key(|f| f.index);
     let eval_failures: u64 = finished.iter().map(|f| f.eval_failures).sum();
@@ -731,7 +746,7 @@ pub fn play_match(args: &ArenaArgs, mut on_game: impl FnMut(&str)) -> Result<Sum
 }
 
 pub fn run(args: ArenaArgs) -> Result<()> {
-    let summary = play_match(&args, |line| {
+    let summary = play_match(&args, &AtomicBool::new(false), |line| {
         if !args.json {
             println!("{line}");
         }
@@ -836,7 +851,14 @@ mod tests {
         };
         let mut random = Seat::Builtin(player_from_spec("random", 1).unwrap());
         let opening = openings::book().unwrap()[0].clone();
-        let (game, forfeit) = play_one([&mut engine, &mut random], ["e", "r"], &opening, 100);
+        let (game, forfeit) = play_one(
+            [&mut engine, &mut random],
+            ["e", "r"],
+            &opening,
+            100,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert_eq!(game.moves(), &opening[..]);
         assert_eq!(
             game.outcome(),
@@ -861,10 +883,45 @@ mod tests {
 
         // Both sides playing: the game runs to the cap.
         let mut white = Seat::Builtin(player_from_spec("random", 2).unwrap());
-        let (game, forfeit) = play_one([&mut white, &mut random], ["a", "b"], &opening, 10);
+        let (game, forfeit) = play_one(
+            [&mut white, &mut random],
+            ["a", "b"],
+            &opening,
+            10,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert!(forfeit.is_none());
         assert_eq!(game.moves().len(), 10);
         assert_eq!(game.moves()[..4], opening[..]);
+    }
+
+    #[test]
+    fn a_cancelled_match_stops_and_errs() {
+        let cancel = AtomicBool::new(true);
+        let mut white = Seat::Builtin(player_from_spec("random", 1).unwrap());
+        let mut black = Seat::Builtin(player_from_spec("random", 2).unwrap());
+        assert!(play_one([&mut white, &mut black], ["a", "b"], &[], 10, &cancel).is_none());
+
+        let args = ArenaArgs {
+            players: vec!["random".into(), "greedy".into()],
+            games: 4,
+            concurrency: Some(2),
+            threads: None,
+            seed: 1,
+            max_plies: 20,
+            openings: Openings::Book,
+            opening_plies: 0,
+            sprt: None,
+            pgn_out: None,
+            json: true,
+        };
+        let mut games = 0;
+        let err = play_match(&args, &cancel, |_| games += 1).unwrap_err();
+        assert_eq!(games, 0);
+        assert!(err.to_string().contains("cancelled"), "{err}");
+        let summary = play_match(&args, &AtomicBool::new(false), |_| {}).unwrap();
+        assert_eq!(summary.games, 4);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! own thread with their own inference server, so self-play goes on.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -111,36 +114,45 @@ pub enum Report {
     },
 }
 
-/// The evaluation thread. Dropping it closes the job queue; a match in
-/// progress is not waited for (its results are only metrics).
+/// The evaluation thread. Dropping it cancels a match in progress (its
+/// results are only metrics) and waits for the thread: libtorch must not be
+/// running on it while the process exits.
 pub struct Evaluations {
-    jobs: Sender<Job>,
+    jobs: Option<Sender<Job>>,
     reports: Receiver<Report>,
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Evaluations {
     pub fn start(config: EvaluationConfig, checkpoints: PathBuf, seed: u64) -> Evaluations {
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (report_tx, reports) = mpsc::channel();
-        std::thread::spawn(move || {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let cancelled = Arc::clone(&cancel);
+        let thread = std::thread::spawn(move || {
             for (round, job) in job_rx.into_iter().enumerate() {
+                if cancelled.load(Ordering::Relaxed) {
+                    return;
+                }
                 let seed = seed.wrapping_add(round as u64);
                 let sent = match job {
                     Job::Rate { checkpoint, step } => config.baselines.iter().all(|baseline| {
                         let players =
                             [network(&checkpoints, checkpoint, &config), baseline.clone()];
-                        let report = match play(&config, players, config.ladder_games, seed) {
-                            Ok(summary) => Report::Rated {
-                                checkpoint,
-                                step,
-                                baseline: baseline.clone(),
-                                summary,
-                            },
-                            Err(e) => Report::Failed {
-                                gating: false,
-                                why: format!("{e:#}"),
-                            },
-                        };
+                        let report =
+                            match play(&config, players, config.ladder_games, seed, &cancelled) {
+                                Ok(summary) => Report::Rated {
+                                    checkpoint,
+                                    step,
+                                    baseline: baseline.clone(),
+                                    summary,
+                                },
+                                Err(e) => Report::Failed {
+                                    gating: false,
+                                    why: format!("{e:#}"),
+                                },
+                            };
                         report_tx.send(report).is_ok()
                     }),
                     Job::Gate {
@@ -152,18 +164,19 @@ impl Evaluations {
                             network(&checkpoints, candidate, &config),
                             network(&checkpoints, best, &config),
                         ];
-                        let report = match play(&config, players, config.gate_games, seed) {
-                            Ok(summary) => Report::Gated {
-                                candidate,
-                                best,
-                                step,
-                                summary,
-                            },
-                            Err(e) => Report::Failed {
-                                gating: true,
-                                why: format!("{e:#}"),
-                            },
-                        };
+                        let report =
+                            match play(&config, players, config.gate_games, seed, &cancelled) {
+                                Ok(summary) => Report::Gated {
+                                    candidate,
+                                    best,
+                                    step,
+                                    summary,
+                                },
+                                Err(e) => Report::Failed {
+                                    gating: true,
+                                    why: format!("{e:#}"),
+                                },
+                            };
                         report_tx.send(report).is_ok()
                     }
                 };
@@ -172,12 +185,19 @@ impl Evaluations {
                 }
             }
         });
-        Evaluations { jobs, reports }
+        Evaluations {
+            jobs: Some(jobs),
+            reports,
+            cancel,
+            thread: Some(thread),
+        }
     }
 
     pub fn submit(&self, job: Job) {
-        // The thread only goes away with the process.
-        let _ = self.jobs.send(job);
+        if let Some(jobs) = &self.jobs {
+            // The thread only goes away when this is dropped.
+            let _ = jobs.send(job);
+        }
     }
 
     /// Reports that arrived since the last call.
@@ -195,11 +215,22 @@ fn network(checkpoints: &Path, checkpoint: u32, config: &EvaluationConfig) -> St
     )
 }
 
+impl Drop for Evaluations {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 fn play(
     config: &EvaluationConfig,
     players: [String; 2],
     games: usize,
     seed: u64,
+    cancel: &AtomicBool,
 ) -> Result<Summary> {
     let args = ArenaArgs {
         players: players.to_vec(),
@@ -215,5 +246,5 @@ fn play(
         pgn_out: None,
         json: true,
     };
-    arena::play_match(&args, |_| {})
+    arena::play_match(&args, cancel, |_| {})
 }

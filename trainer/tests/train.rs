@@ -25,7 +25,8 @@ fn train(run_dir: &Path, extra: &[&str]) -> Output {
 fn assert_ok(output: &Output) {
     assert!(
         output.status.success(),
-        "{}\n{}",
+        "{}\n{}\n{}",
+        output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
