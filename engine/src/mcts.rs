@@ -36,10 +36,16 @@ pub struct SearchConfig {
     /// Positions of history passed to the evaluator (the current one included).
     pub history: usize,
     /// At each expansion, look one ply ahead for a move that wins at once
-    /// (checkmate or a `king-quota` loss for the opponent) and give it all of
-    /// the node's prior: a few playouts then neither miss a mate in one nor
-    /// walk into one, whatever the network's priors say.
+    /// (checkmate or a `king-quota` loss for the opponent), give it all of
+    /// the node's prior and the node the exact value of a win: a few
+    /// playouts then neither miss a mate in one nor walk into one, whatever
+    /// the network says.
     pub win_check: bool,
+    /// Share of each expanded node's prior moved onto its captures, spread
+    /// evenly (0 = off): a young network's priors overlook captures, and a
+    /// few playouts then miss both free pieces and the replies that punish
+    /// a hung one.
+    pub capture_prior: f32,
 }
 
 impl Default for SearchConfig {
@@ -55,6 +61,7 @@ impl Default for SearchConfig {
             dirichlet_epsilon: 0.0,
             history: 8,
             win_check: true,
+            capture_prior: 0.2,
         }
     }
 }
@@ -121,8 +128,6 @@ struct PendingLeaf {
     history: Vec<Position>,
     repetitions: u8,
     moves: Vec<Move>,
-    /// Index of a move that wins at once, found by `win_check`.
-    winning: Option<usize>,
 }
 
 pub struct Search {
@@ -233,6 +238,19 @@ impl Search {
                         return Ok(());
                     }
                 }
+                Selection::Winning { path, moves, win } => {
+                    // The side to move wins next move: the value is certain and
+                    // the network is not asked.
+                    let node = *path.last().expect("a path ends at its leaf");
+                    let priors: Vec<f32> = (0..moves.len())
+                        .map(|i| if i == win { 1.0 } else { 0.0 })
+                        .collect();
+                    self.expand(node, &moves, &priors);
+                    self.backup(&path, 1.0, 0.0);
+                    if pending.is_empty() {
+                        return Ok(());
+                    }
+                }
                 Selection::Leaf(leaf) => pending.push(leaf),
                 Selection::Collision(path) => {
                     self.undo_in_flight(&path);
@@ -265,17 +283,16 @@ impl Search {
             }
         };
         self.evaluations += pending.len() as u64;
-        for (leaf, evaluation) in pending.into_iter().zip(evaluations) {
+        for (leaf, mut evaluation) in pending.into_iter().zip(evaluations) {
             let node = *leaf.path.last().expect("a path ends at its leaf");
-            match leaf.winning {
-                Some(win) => {
-                    let priors: Vec<f32> = (0..leaf.moves.len())
-                        .map(|i| if i == win { 1.0 } else { 0.0 })
-                        .collect();
-                    self.expand(node, &leaf.moves, &priors);
-                }
-                None => self.expand(node, &leaf.moves, &evaluation.policy),
-            }
+            let pos = leaf.history.last().expect("a leaf's history ends at it");
+            share_with_captures(
+                pos,
+                &leaf.moves,
+                &mut evaluation.policy,
+                self.config.capture_prior,
+            );
+            self.expand(node, &leaf.moves, &evaluation.policy);
             let wdl = evaluation.wdl;
             self.backup(&leaf.path, wdl.value(), wdl.draw);
         }
@@ -391,13 +408,6 @@ impl Search {
             self.nodes[id as usize].state = NodeState::Terminal(value);
             return Selection::Terminal(path, value);
         }
-        self.nodes[id as usize].state = NodeState::Pending;
-        let want = self.config.history.max(1);
-        let from_line = line.len().min(want);
-        let from_root = (want - from_line).min(self.history.len());
-        let mut history = Vec::with_capacity(from_root + from_line);
-        history.extend_from_slice(&self.history[self.history.len() - from_root..]);
-        history.extend_from_slice(&line[line.len() - from_line..]);
         let us = pos.side_to_move();
         let winning = self.config.win_check.then(|| {
             moves.iter().position(|&mv| {
@@ -408,12 +418,25 @@ impl Search {
                 (next.in_check() || next.must_move_king(!us)) && !next.has_legal_moves()
             })
         });
+        if let Some(win) = winning.flatten() {
+            return Selection::Winning {
+                path,
+                moves: moves.to_vec(),
+                win,
+            };
+        }
+        self.nodes[id as usize].state = NodeState::Pending;
+        let want = self.config.history.max(1);
+        let from_line = line.len().min(want);
+        let from_root = (want - from_line).min(self.history.len());
+        let mut history = Vec::with_capacity(from_root + from_line);
+        history.extend_from_slice(&self.history[self.history.len() - from_root..]);
+        history.extend_from_slice(&line[line.len() - from_line..]);
         Selection::Leaf(PendingLeaf {
             path,
             history,
             repetitions: repetitions.min(2) as u8,
             moves: moves.to_vec(),
-            winning: winning.flatten(),
         })
     }
 
@@ -648,8 +671,32 @@ impl Search {
     }
 }
 
+/// Moves `share` of the prior mass onto the captures among `moves`, evenly.
+fn share_with_captures(pos: &Position, moves: &[Move], priors: &mut [f32], share: f32) {
+    if share <= 0.0 {
+        return;
+    }
+    let captures = moves.iter().filter(|&&mv| pos.is_capture(mv)).count();
+    if captures == 0 {
+        return;
+    }
+    let bonus = share / captures as f32;
+    for (prior, &mv) in priors.iter_mut().zip(moves) {
+        *prior *= 1.0 - share;
+        if pos.is_capture(mv) {
+            *prior += bonus;
+        }
+    }
+}
+
 enum Selection {
     Terminal(Vec<NodeId>, f32),
+    /// A leaf whose side to move wins with `moves[win]`, found by `win_check`.
+    Winning {
+        path: Vec<NodeId>,
+        moves: Vec<Move>,
+        win: usize,
+    },
     Leaf(PendingLeaf),
     Collision(Vec<NodeId>),
 }

@@ -482,6 +482,15 @@ impl Position {
         }
     }
 
+    /// Whether `mv`, a legal move here, takes a piece (en passant included).
+    pub fn is_capture(&self, mv: Move) -> bool {
+        let us = self.side_to_move();
+        self.color(!us).has(mv.to)
+            || self
+                .en_passant()
+                .is_some_and(|ep| ep.targets.has(mv.to) && self.pieces(us, Kind::Pawn).has(mv.from))
+    }
+
     /// Plays a move after checking that it is legal.
     pub fn play(&self, mv: Move) -> Result<Position, MoveError> {
         if !self.is_legal(mv) {

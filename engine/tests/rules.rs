@@ -232,6 +232,27 @@ fn en_passant_example_of_rules_md() {
 }
 
 #[test]
+fn captures_include_en_passant() {
+    let pos = play(fen("Kf1 Pe2 kf10 pd5 pd4", "w - - 0 1"), "e2e5");
+    let captures: Vec<String> = pos
+        .legal_moves()
+        .into_iter()
+        .filter(|&mv| pos.is_capture(mv))
+        .map(|mv| mv.to_string())
+        .collect();
+    assert_eq!(captures, ["d4e3", "d5e4"].map(String::from).to_vec());
+    let pos = play(fen("Kf1 Pe2 kf10 pd5 pd4", "w - - 0 1"), "e2e4");
+    for (mv, capture) in [
+        ("d4e3", true),
+        ("d5e4", true),
+        ("d4d3", false),
+        ("f10e10", false),
+    ] {
+        assert_eq!(pos.is_capture(pos.parse_move(mv).unwrap()), capture, "{mv}");
+    }
+}
+
+#[test]
 fn en_passant_that_exposes_the_king_is_illegal() {
     // After e2-e4, d4xe3 would empty rank 4 between the rook and the king.
     let pos = play(fen("Kf1 Pe2 Rk4 ka4 pd4", "w - - 0 1"), "e2e4");

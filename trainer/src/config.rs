@@ -121,6 +121,12 @@ impl Config {
         if !(0.0..=1.0).contains(&search.dirichlet_epsilon) || search.dirichlet_alpha_total <= 0.0 {
             bail!("[search] dirichlet_epsilon in [0, 1] and dirichlet_alpha_total > 0 required");
         }
+        if !(0.0..1.0).contains(&search.capture_prior) {
+            bail!(
+                "[search] capture_prior = {} (expected 0 <= capture_prior < 1)",
+                search.capture_prior
+            );
+        }
         if search.history < self.encoder.history {
             bail!(
                 "[search] history = {} must cover [encoder] history = {}",
@@ -167,6 +173,11 @@ mod tests {
                 "value_material_share",
             ),
             ("material_plies = 8", "material_plies = 0", "material_plies"),
+            (
+                "capture_prior = 0.2",
+                "capture_prior = 1.0",
+                "capture_prior",
+            ),
             (
                 "material_scale = 3.0",
                 "material_scale = -1.0",

@@ -102,7 +102,7 @@ fn finds_mate_in_two_and_avoids_stalemate() {
     }
 }
 
-/// Any rook move off the first rank allows ...Rk1#.
+/// Rk1 allows ...Rxk1#; the search must see it.
 fn assert_avoids_a_move_into_mate(evaluator: &dyn Evaluator, playouts: u32) {
     let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
     let s = search(fen, evaluator, playouts);
@@ -247,6 +247,31 @@ fn win_check_finds_a_mate_in_one_the_priors_hide() {
 }
 
 #[test]
+fn a_leaf_with_a_winning_move_is_a_certain_win() {
+    // The root itself: one playout expands it without asking the evaluator.
+    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+    let s = search(fen, &Broken, 1);
+    assert_eq!(s.root_wdl().win, 1.0);
+    assert_eq!(s.evaluations(), 0);
+    assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
+
+    // Rk1 allows ...Rxk1#: one visit scores it a certain loss, though the
+    // evaluator calls every position a draw.
+    let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
+    let mut s = Search::new(SearchConfig::default(), &game(fen));
+    s.set_forced_root_visits(true);
+    let moves = s.root_position().legal_moves().len() as u32;
+    s.run(&Ranked, moves + 1).unwrap();
+    let blunder = mv(s.root_position(), "c1k1");
+    let child = s
+        .root_children()
+        .into_iter()
+        .find(|c| c.mv == blunder)
+        .unwrap();
+    assert_eq!((child.visits, child.q), (1, -1.0));
+}
+
+#[test]
 fn win_check_finds_a_king_quota_win() {
     // Black must move its king at its move 10; a bishop move to the c4-i10
     // diagonal takes i10, its only square.
@@ -312,10 +337,20 @@ impl Evaluator for CaptureShy {
     }
 }
 
+/// The network's priors alone.
+fn priors_only() -> SearchConfig {
+    SearchConfig {
+        capture_prior: 0.0,
+        ..SearchConfig::default()
+    }
+}
+
+const FREE_ROOK: &str = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
+
 #[test]
 fn forced_root_visits_find_a_capture_the_priors_hide() {
-    let fen = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
-    let plain = search(fen, &CaptureShy, 100);
+    let fen = FREE_ROOK;
+    let plain = search_with(priors_only(), fen, &CaptureShy, 100);
     let capture = mv(plain.root_position(), "d3d7");
     assert_ne!(plain.best_move(), Some(capture));
     assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
@@ -323,7 +358,7 @@ fn forced_root_visits_find_a_capture_the_priors_hide() {
     // One leaf at a time: virtual losses would spread a few visits elsewhere.
     let one_leaf = SearchConfig {
         leaves_in_flight: 1,
-        ..SearchConfig::default()
+        ..priors_only()
     };
     let mut forced = Search::new(one_leaf, &game(fen));
     forced.set_forced_root_visits(true);
@@ -339,6 +374,34 @@ fn forced_root_visits_find_a_capture_the_priors_hide() {
         .position(|c| c.mv == capture)
         .unwrap();
     assert!(2 * target[at] > target.iter().sum::<u32>(), "{target:?}");
+}
+
+#[test]
+fn capture_prior_finds_a_capture_the_priors_hide() {
+    let s = search(FREE_ROOK, &CaptureShy, 100);
+    let capture = mv(s.root_position(), "d3d7");
+    assert_eq!(s.best_move(), Some(capture));
+    let children = s.root_children();
+    let captures: Vec<&ChildStats> = children
+        .iter()
+        .filter(|c| s.root_position().is_capture(c.mv))
+        .collect();
+    let share = SearchConfig::default().capture_prior;
+    let mass: f32 = captures.iter().map(|c| c.prior).sum();
+    assert!(mass >= share && mass < share + 0.01, "{mass}");
+    let total: f32 = children.iter().map(|c| c.prior).sum();
+    assert!((total - 1.0).abs() < 1e-5, "{total}");
+}
+
+#[test]
+fn capture_prior_leaves_quiet_positions_alone() {
+    let config = SearchConfig {
+        capture_prior: 0.5,
+        ..SearchConfig::default()
+    };
+    let s = search_with(config, crate::position::START_FEN, &Ranked, 1);
+    let priors: Vec<f32> = s.root_children().iter().map(|c| c.prior).collect();
+    assert_eq!(priors, ranked_priors(priors.len()));
 }
 
 #[test]
