@@ -842,6 +842,17 @@ mod tests {
         assert!(elo_with_ci(&tally(0, 0, 10)).0 < -500.0);
     }
 
+    /// [`play_one`] never cancelled.
+    fn play_through(
+        seats: [&mut Seat<'_>; 2],
+        names: [&str; 2],
+        opening: &[Move],
+        max_plies: usize,
+    ) -> (Game, Option<Forfeit>) {
+        play_one(seats, names, opening, max_plies, &AtomicBool::new(false))
+            .expect("an uncancelled game ends")
+    }
+
     #[test]
     fn a_forfeit_loses_and_is_recorded() {
         let config = UciConfig::parse("uci:/nonexistent/mixzero-arena-engine").unwrap();
@@ -851,14 +862,7 @@ mod tests {
         };
         let mut random = Seat::Builtin(player_from_spec("random", 1).unwrap());
         let opening = openings::book().unwrap()[0].clone();
-        let (game, forfeit) = play_one(
-            [&mut engine, &mut random],
-            ["e", "r"],
-            &opening,
-            100,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+        let (game, forfeit) = play_through([&mut engine, &mut random], ["e", "r"], &opening, 100);
         assert_eq!(game.moves(), &opening[..]);
         assert_eq!(
             game.outcome(),
@@ -883,14 +887,7 @@ mod tests {
 
         // Both sides playing: the game runs to the cap.
         let mut white = Seat::Builtin(player_from_spec("random", 2).unwrap());
-        let (game, forfeit) = play_one(
-            [&mut white, &mut random],
-            ["a", "b"],
-            &opening,
-            10,
-            &AtomicBool::new(false),
-        )
-        .unwrap();
+        let (game, forfeit) = play_through([&mut white, &mut random], ["a", "b"], &opening, 10);
         assert!(forfeit.is_none());
         assert_eq!(game.moves().len(), 10);
         assert_eq!(game.moves()[..4], opening[..]);

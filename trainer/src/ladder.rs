@@ -140,19 +140,13 @@ impl Evaluations {
                     Job::Rate { checkpoint, step } => config.baselines.iter().all(|baseline| {
                         let players =
                             [network(&checkpoints, checkpoint, &config), baseline.clone()];
-                        let report =
-                            match play(&config, players, config.ladder_games, seed, &cancelled) {
-                                Ok(summary) => Report::Rated {
-                                    checkpoint,
-                                    step,
-                                    baseline: baseline.clone(),
-                                    summary,
-                                },
-                                Err(e) => Report::Failed {
-                                    gating: false,
-                                    why: format!("{e:#}"),
-                                },
-                            };
+                        let played = play(&config, players, config.ladder_games, seed, &cancelled);
+                        let report = report(played, false, |summary| Report::Rated {
+                            checkpoint,
+                            step,
+                            baseline: baseline.clone(),
+                            summary,
+                        });
                         report_tx.send(report).is_ok()
                     }),
                     Job::Gate {
@@ -164,19 +158,13 @@ impl Evaluations {
                             network(&checkpoints, candidate, &config),
                             network(&checkpoints, best, &config),
                         ];
-                        let report =
-                            match play(&config, players, config.gate_games, seed, &cancelled) {
-                                Ok(summary) => Report::Gated {
-                                    candidate,
-                                    best,
-                                    step,
-                                    summary,
-                                },
-                                Err(e) => Report::Failed {
-                                    gating: true,
-                                    why: format!("{e:#}"),
-                                },
-                            };
+                        let played = play(&config, players, config.gate_games, seed, &cancelled);
+                        let report = report(played, true, |summary| Report::Gated {
+                            candidate,
+                            best,
+                            step,
+                            summary,
+                        });
                         report_tx.send(report).is_ok()
                     }
                 };
@@ -222,6 +210,17 @@ impl Drop for Evaluations {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+/// A match's report, or its error as a failure.
+fn report(played: Result<Summary>, gating: bool, done: impl FnOnce(Summary) -> Report) -> Report {
+    match played {
+        Ok(summary) => done(summary),
+        Err(e) => Report::Failed {
+            gating,
+            why: format!("{e:#}"),
+        },
     }
 }
 
