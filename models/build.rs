@@ -1,8 +1,5 @@
-//! Embeds libtorch's directory as an rpath so that tests and binaries run
-//! without LD_LIBRARY_PATH.
+//! Links libtorch for the tests (rpath, libtorch_cuda.so kept: see
+//! `libtorch_link::directives`).
 fn main() {
-    if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
-        let dir = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.into());
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
-    }
+    libtorch_link::emit();
 }

@@ -1,10 +1,8 @@
-//! Embeds libtorch's directory as an rpath (so `mixzero` runs without
-//! LD_LIBRARY_PATH) and the git revision (recorded in run directories).
+//! Links libtorch for `mixzero` and the tests (rpath, libtorch_cuda.so kept:
+//! see `libtorch_link::directives`) and embeds the git revision (recorded in
+//! run directories).
 fn main() {
-    if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
-        let dir = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.into());
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
-    }
+    libtorch_link::emit();
     let revision = std::process::Command::new("git")
         .args(["rev-parse", "--short", "HEAD"])
         .output()

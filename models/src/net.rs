@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, ModuleT};
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::encoding::EncoderConfig;
 use crate::policy::MOVE_TYPES;
@@ -83,6 +83,88 @@ pub struct Architecture {
     pub encoder: EncoderConfig,
 }
 
+impl Architecture {
+    /// Arithmetic of one position's forward pass, a multiply-add counted as
+    /// two operations, over every convolution and linear layer of
+    /// [`Net::new`] (batch norms, activations and biases are a rounding
+    /// error next to them).
+    pub fn forward_flops(&self) -> u64 {
+        self.layers().iter().map(|l| 2 * l.multiply_adds()).sum()
+    }
+
+    /// Trainable parameters, from the same layer walk as [`Self::forward_flops`]
+    /// (which the tests hold to the built net's count).
+    pub fn parameter_count(&self) -> u64 {
+        self.layers().iter().map(Layer::parameters).sum()
+    }
+
+    /// The convolutions and linear layers of the net, in order.
+    fn layers(&self) -> Vec<Layer> {
+        let (c, planes) = (self.net.channels as u64, self.encoder.planes() as u64);
+        let conv = |c_in, c_out, k, bias| Layer::Conv {
+            c_in,
+            c_out,
+            k,
+            bias,
+            norm: !bias,
+        };
+        let mut layers = vec![conv(planes, c, 3, false)];
+        for _ in 0..self.net.blocks {
+            layers.extend([conv(c, c, 3, false), conv(c, c, 3, false)]);
+            if self.net.se_ratio > 0 {
+                let hidden = c / self.net.se_ratio as u64;
+                layers.extend([Layer::Linear(c, hidden), Layer::Linear(hidden, c)]);
+            }
+        }
+        let (vc, vh) = (self.net.value_channels as u64, self.net.value_hidden as u64);
+        let squares = (BOARD * BOARD) as u64;
+        layers.extend([
+            conv(c, c, 3, false),
+            conv(c, MOVE_TYPES as u64, 1, true),
+            conv(c, vc, 1, false),
+            Layer::Linear(vc * squares, vh),
+            Layer::Linear(vh, 3),
+        ]);
+        layers
+    }
+}
+
+/// A layer that does arithmetic, for [`Architecture::forward_flops`].
+enum Layer {
+    /// A convolution over the board, with a bias or followed by a batch norm.
+    Conv {
+        c_in: u64,
+        c_out: u64,
+        k: u64,
+        bias: bool,
+        norm: bool,
+    },
+    /// A linear layer with a bias: inputs, outputs.
+    Linear(u64, u64),
+}
+
+impl Layer {
+    fn multiply_adds(&self) -> u64 {
+        match *self {
+            Layer::Conv { c_in, c_out, k, .. } => c_in * c_out * k * k * (BOARD * BOARD) as u64,
+            Layer::Linear(inputs, outputs) => inputs * outputs,
+        }
+    }
+
+    fn parameters(&self) -> u64 {
+        match *self {
+            Layer::Conv {
+                c_in,
+                c_out,
+                k,
+                bias,
+                norm,
+            } => c_in * c_out * k * k + bias as u64 * c_out + norm as u64 * 2 * c_out,
+            Layer::Linear(inputs, outputs) => inputs * outputs + outputs,
+        }
+    }
+}
+
 fn conv(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> nn::Conv2D {
     let config = nn::ConvConfig {
         padding: ksize / 2,
@@ -140,6 +222,8 @@ fn residual_block(p: nn::Path, channels: i64, se_ratio: i64) -> impl ModuleT {
 pub struct Net {
     vs: nn::VarStore,
     arch: Architecture,
+    /// The kind of its floating-point variables, which inputs are cast to.
+    kind: Kind,
     tower: nn::SequentialT,
     policy: nn::FuncT<'static>,
     value: nn::FuncT<'static>,
@@ -147,7 +231,13 @@ pub struct Net {
 
 impl std::fmt::Debug for Net {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Net({} on {:?})", self.arch.net.name(), self.vs.device())
+        write!(
+            f,
+            "Net({} {:?} on {:?})",
+            self.arch.net.name(),
+            self.kind,
+            self.vs.device()
+        )
     }
 }
 
@@ -207,6 +297,7 @@ impl Net {
         Net {
             vs,
             arch,
+            kind: Kind::Float,
             tower,
             policy,
             value,
@@ -214,9 +305,14 @@ impl Net {
     }
 
     /// Policy logits `[N, 8900]` and win/draw/loss logits `[N, 3]` for input
-    /// planes `[N, planes, 10, 10]`.
+    /// planes `[N, planes, 10, 10]` (of any float kind: they are cast to the
+    /// net's), both of the net's kind.
     pub fn forward_t(&self, xs: &Tensor, train: bool) -> (Tensor, Tensor) {
-        let trunk = xs.apply_t(&self.tower, train);
+        let trunk = if xs.kind() == self.kind {
+            xs.apply_t(&self.tower, train)
+        } else {
+            xs.to_kind(self.kind).apply_t(&self.tower, train)
+        };
         (
             trunk.apply_t(&self.policy, train),
             trunk.apply_t(&self.value, train),
@@ -229,6 +325,25 @@ impl Net {
 
     pub fn device(&self) -> Device {
         self.vs.device()
+    }
+
+    /// The kind of the net's variables and outputs.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// Casts every variable (batch-norm statistics included) to `kind`:
+    /// `Float`, `BFloat16` or `Half`.
+    pub fn set_kind(&mut self, kind: Kind) {
+        match kind {
+            Kind::BFloat16 => self.vs.bfloat16(),
+            Kind::Half => self.vs.half(),
+            _ => self.vs.float(),
+        }
+        self.kind = match kind {
+            Kind::BFloat16 | Kind::Half => kind,
+            _ => Kind::Float,
+        };
     }
 
     pub fn var_store(&self) -> &nn::VarStore {
@@ -272,5 +387,34 @@ mod tests {
         assert_eq!(policy.size(), [3, POLICY_SIZE as i64]);
         assert_eq!(value.size(), [3, 3]);
         assert!(net.parameter_count() > 0);
+    }
+
+    #[test]
+    fn the_layer_walk_matches_the_built_net() {
+        for (blocks, channels, se_ratio) in [(1, 8, 0), (2, 16, 4), (4, 32, 0), (3, 24, 2)] {
+            let arch = Architecture {
+                net: NetConfig {
+                    se_ratio,
+                    ..NetConfig::new(blocks, channels)
+                },
+                encoder: EncoderConfig { history: 2 },
+            };
+            let net = Net::new(arch, Device::Cpu);
+            assert_eq!(
+                arch.parameter_count(),
+                net.parameter_count() as u64,
+                "{arch:?}"
+            );
+        }
+        // 1x8 with 51 input planes (history 1), by hand: input 51*8*9, the
+        // block 2*8*8*9, policy 8*8*9 and 8*89, value 8*32 (1x1), then
+        // 32*100*128 and 128*3; every convolution covers the 100 squares.
+        let arch = Architecture {
+            net: NetConfig::new(1, 8),
+            encoder: EncoderConfig { history: 1 },
+        };
+        assert_eq!(arch.encoder.planes(), 51);
+        let convs = 100 * (51 * 8 * 9 + 2 * 8 * 8 * 9 + 8 * 8 * 9 + 8 * 89 + 8 * 32);
+        assert_eq!(arch.forward_flops(), 2 * (convs + 32 * 100 * 128 + 128 * 3));
     }
 }

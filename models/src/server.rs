@@ -3,11 +3,20 @@
 //! server gathers a batch (up to a size, or until a short wait ends), runs one
 //! forward pass and answers each caller with priors over its legal moves.
 //!
-//! On a CPU the server can run several replicas, each a thread with its own
-//! copy of the network and one libtorch thread, all taking batches from the
-//! same queue: no OpenMP team then waits at a barrier for a thread that
+//! The server runs one or more replicas, each a thread with its own copy of
+//! the network, all taking batches from the same queue. On a CPU each has one
+//! libtorch thread: no OpenMP team then waits at a barrier for a thread that
 //! another process has preempted, which made a two-thread server ten times
-//! slower while anything else ran on the machine.
+//! slower while anything else ran on the machine. On a GPU one replica's
+//! host work (gathering, staging, answering) overlaps another's kernels.
+//!
+//! The GPU path of a batch: the callers' planes are copied straight into the
+//! replica's page-locked staging buffer, which goes to the device with one
+//! asynchronous copy; the batch is padded to a power of two (cuDNN's
+//! benchmark mode tunes each shape once); the forward pass runs in the
+//! replica's precision (bf16 by default); and one copy brings back the
+//! requested moves' logits and the win/draw/loss probabilities together, the
+//! only synchronisation of the batch.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,11 +27,13 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::{EvalError, EvalRequest, Evaluation, Evaluator, Wdl};
 use serde::{Deserialize, Serialize};
-use tch::{Kind, Tensor};
+use tch::kind::Element;
+use tch::{Device, Kind, Tensor};
 
 use crate::encoding::{encode, EncoderConfig};
 use crate::net::Net;
 use crate::policy::{move_index, POLICY_SIZE};
+use crate::Precision;
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,6 +48,9 @@ pub struct ServerConfig {
     /// Server threads, each with its own copy of the network (at least 1).
     #[serde(default = "one")]
     pub replicas: usize,
+    /// The replicas' number format: `auto` is bf16 on a GPU, fp32 on a CPU.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 fn one() -> usize {
@@ -50,6 +64,7 @@ impl Default for ServerConfig {
             max_wait_us: 1000,
             threads: 0,
             replicas: 1,
+            precision: Precision::Auto,
         }
     }
 }
@@ -69,12 +84,48 @@ impl ServerStats {
     }
 }
 
+/// Positions encoded for the network: what a caller's thread prepares.
+#[derive(Debug, Default)]
+pub struct EncodedBatch {
+    /// Input planes of every position, back to back.
+    pub planes: Vec<f32>,
+    /// Policy indices of every position's legal moves, concatenated.
+    pub move_indices: Vec<u32>,
+    /// Legal moves of each position.
+    pub move_counts: Vec<u32>,
+}
+
+/// Encodes `requests` as the server expects them; an error names a move
+/// outside the policy space.
+pub fn encode_requests(
+    encoder: &EncoderConfig,
+    requests: &[EvalRequest<'_>],
+) -> Result<EncodedBatch, EvalError> {
+    let input_len = encoder.input_len();
+    let mut batch = EncodedBatch {
+        planes: vec![0f32; input_len * requests.len()],
+        move_indices: Vec::new(),
+        move_counts: Vec::with_capacity(requests.len()),
+    };
+    for (request, out) in requests
+        .iter()
+        .zip(batch.planes.chunks_exact_mut(input_len))
+    {
+        encode(encoder, request, out);
+        let side = request.position().side_to_move();
+        for &mv in request.moves {
+            let index = move_index(side, mv)
+                .ok_or_else(|| EvalError::Backend(format!("move {mv} has no policy index")))?;
+            batch.move_indices.push(index as u32);
+        }
+        batch.move_counts.push(request.moves.len() as u32);
+    }
+    Ok(batch)
+}
+
 /// Encoded positions from one caller, answered together.
 struct Job {
-    planes: Vec<f32>,
-    /// Policy indices of every position's legal moves, concatenated.
-    move_indices: Vec<u32>,
-    move_counts: Vec<u32>,
+    batch: EncodedBatch,
     reply: Sender<Result<Vec<Evaluation>, EvalError>>,
 }
 
@@ -120,6 +171,9 @@ impl InferenceServer {
             );
         }
         nets.insert(0, net);
+        for net in &mut nets {
+            net.set_kind(config.precision.kind(net.device()));
+        }
         let mut own_senders = Vec::with_capacity(replicas);
         let mut threads = Vec::with_capacity(replicas);
         for (i, net) in nets.into_iter().enumerate() {
@@ -182,6 +236,15 @@ impl InferenceClient {
         run_on(&self.replicas[0], task)
     }
 
+    /// Queues `task` on the first replica's thread and returns at once; its
+    /// answer comes on the returned channel.
+    pub fn submit_to_server<R: Send + 'static>(
+        &self,
+        task: impl FnOnce(&mut Net) -> R + Send + 'static,
+    ) -> Result<Receiver<R>, EvalError> {
+        send_task(&self.replicas[0], task)
+    }
+
     /// Runs `task` on every replica's thread with its network, all at once,
     /// and returns the answers in replica order.
     pub fn run_on_each<R: Send + 'static>(
@@ -230,30 +293,77 @@ fn send_task<R: Send + 'static>(
 
 impl Evaluator for InferenceClient {
     fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
-        let input_len = self.encoder.input_len();
-        let mut planes = vec![0f32; input_len * requests.len()];
-        let mut move_indices = Vec::new();
-        let mut move_counts = Vec::with_capacity(requests.len());
-        for (request, out) in requests.iter().zip(planes.chunks_exact_mut(input_len)) {
-            encode(&self.encoder, request, out);
-            let side = request.position().side_to_move();
-            for &mv in request.moves {
-                let index = move_index(side, mv)
-                    .ok_or_else(|| EvalError::Backend(format!("move {mv} has no policy index")))?;
-                move_indices.push(index as u32);
-            }
-            move_counts.push(request.moves.len() as u32);
-        }
+        let batch = encode_requests(&self.encoder, requests)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
-        let job = Job {
-            planes,
-            move_indices,
-            move_counts,
-            reply,
-        };
+        let job = Job { batch, reply };
         self.sender.send(job).map_err(|_| EvalError::Disconnected)?;
         answer.recv().map_err(|_| EvalError::Disconnected)?
     }
+}
+
+/// A host buffer that batches are assembled in before they go to the
+/// device: page-locked on a GPU, so that the copy runs asynchronously.
+struct Staging {
+    tensor: Tensor,
+    device: Device,
+}
+
+impl Staging {
+    fn new(kind: Kind, device: Device) -> Staging {
+        Staging {
+            tensor: Tensor::zeros([0], (kind, Device::Cpu)),
+            device,
+        }
+    }
+
+    /// Room for `len` elements (grown to a power of two, kept zeroed so that
+    /// padding rows hold no NaN bit patterns).
+    fn reserve(&mut self, len: usize) {
+        if self.tensor.numel() >= len {
+            return;
+        }
+        let host = Tensor::zeros(
+            [len.next_power_of_two() as i64],
+            (self.tensor.kind(), Device::Cpu),
+        );
+        self.tensor = match self.device.is_cuda() {
+            true => host.pin_memory(self.device),
+            false => host,
+        };
+    }
+
+    /// Writes `data` at element `offset`; room must have been reserved.
+    fn write<T: Element>(&mut self, offset: usize, data: &[T]) {
+        assert!(T::KIND == self.tensor.kind() && offset + data.len() <= self.tensor.numel());
+        // SAFETY: the tensor is a contiguous host buffer of `T` (checked
+        // kind) with room for `offset + data.len()` elements (checked), owned
+        // by this replica's thread, and no copy from it is in flight: the
+        // previous batch's answer was copied back, which waits for it.
+        unsafe {
+            let base = self.tensor.data_ptr() as *mut T;
+            std::ptr::copy_nonoverlapping(data.as_ptr(), base.add(offset), data.len());
+        }
+    }
+
+    /// The first `len` elements, shaped, on the device.
+    fn upload(&self, len: usize, shape: &[i64]) -> Tensor {
+        let host = self.tensor.narrow(0, 0, len as i64).view(shape);
+        match self.device.is_cuda() {
+            true => host.to_device_(self.device, host.kind(), true, false),
+            false => host,
+        }
+    }
+}
+
+/// The batch size a forward pass runs at: on a GPU the next power of two
+/// (at most `max_batch`), so that only a few shapes occur and cuDNN's
+/// benchmark mode tunes each once; on a CPU, where padding costs as much as
+/// real positions, the batch itself.
+pub fn padded_batch(positions: usize, max_batch: usize, device: Device) -> usize {
+    if !device.is_cuda() || positions >= max_batch {
+        return positions;
+    }
+    positions.next_power_of_two().min(max_batch)
 }
 
 /// One replica: tasks and the stop come on `own`, batches on `shared`.
@@ -265,12 +375,17 @@ fn serve(
     stats: &ServerStats,
 ) {
     crate::set_intra_op_threads(config.threads);
-    let planes = net.arch().encoder.planes() as i64;
+    let device = net.device();
+    if device.is_cuda() {
+        tch::Cuda::cudnn_set_benchmark(true);
+    }
     let input_len = net.arch().encoder.input_len();
     let max_batch = config.max_batch.max(1);
     let wait = Duration::from_micros(config.max_wait_us);
-    let mut buffer: Vec<f32> = Vec::with_capacity(max_batch * input_len);
-    let mut indices: Vec<i64> = Vec::new();
+    let mut inputs = Staging::new(Kind::Float, device);
+    inputs.reserve(max_batch * input_len);
+    let mut indices = Staging::new(Kind::Int64, device);
+    let mut flat: Vec<i64> = Vec::new();
     loop {
         let first = crossbeam_channel::select_biased! {
             recv(own) -> control => match control {
@@ -285,32 +400,37 @@ fn serve(
         // The server holds a sender, so the shared queue outlives the replicas.
         let Ok(first) = first else { return };
         let mut jobs = vec![first];
-        let mut positions = jobs[0].move_counts.len();
+        let mut positions = jobs[0].batch.move_counts.len();
         let deadline = Instant::now() + wait;
         while positions < max_batch {
             match shared.recv_deadline(deadline) {
                 Ok(job) => {
-                    positions += job.move_counts.len();
+                    positions += job.batch.move_counts.len();
                     jobs.push(job);
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
             }
         }
 
-        buffer.clear();
+        let padded = padded_batch(positions, max_batch, device);
+        inputs.reserve(padded * input_len);
+        let mut offset = 0;
         for job in &jobs {
-            buffer.extend_from_slice(&job.planes);
+            inputs.write(offset, &job.batch.planes);
+            offset += job.batch.planes.len();
         }
-        flat_indices(&jobs, &mut indices);
+        flat_indices(&jobs, &mut flat);
+        indices.reserve(flat.len());
+        indices.write(0, &flat);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_batch(&net, &buffer, &indices, positions as i64, planes)
+            run_batch(&net, &inputs, &indices, flat.len(), positions, padded)
         }));
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats
             .positions
             .fetch_add(positions as u64, Ordering::Relaxed);
         match result {
-            Ok((logits, wdl)) => answer(jobs, &logits, &wdl),
+            Ok(answers) => answer(jobs, &answers[..flat.len()], &answers[flat.len()..]),
             Err(panic) => {
                 let why = panic
                     .downcast_ref::<String>()
@@ -325,36 +445,38 @@ fn serve(
     }
 }
 
-/// One forward pass. Only the logits of the requested moves leave the device
-/// (a few hundred bytes a position instead of the whole 8,900-move row), with
-/// the WDL probabilities `[n * 3]`.
+/// One forward pass over the staged batch (`padded` rows, the first
+/// `positions` real). Only the logits of the requested moves leave the device
+/// (a few hundred bytes a position instead of the whole 8,900-move row),
+/// followed by the WDL probabilities `[positions * 3]`, in one copy.
 fn run_batch(
     net: &Net,
-    buffer: &[f32],
-    flat_indices: &[i64],
-    n: i64,
-    planes: i64,
-) -> (Vec<f32>, Vec<f32>) {
+    inputs: &Staging,
+    indices: &Staging,
+    moves: usize,
+    positions: usize,
+    padded: usize,
+) -> Vec<f32> {
     tch::no_grad(|| {
-        let device = net.device();
-        let xs = Tensor::from_slice(buffer)
-            .view([n, planes, 10, 10])
-            .to_device(device);
+        let planes = net.arch().encoder.planes() as i64;
+        let input_len = net.arch().encoder.input_len();
+        let xs = inputs.upload(padded * input_len, &[padded as i64, planes, 10, 10]);
+        let picks = indices.upload(moves, &[moves as i64]);
         let (policy, value) = net.forward_t(&xs, false);
         let picked = policy
             .view([-1])
-            .index_select(0, &Tensor::from_slice(flat_indices).to_device(device))
-            .to_kind(Kind::Float)
-            .to_device(tch::Device::Cpu);
+            .index_select(0, &picks)
+            .to_kind(Kind::Float);
         let wdl = value
+            .narrow(0, 0, positions as i64)
             .to_kind(Kind::Float)
             .softmax(-1, Kind::Float)
-            .to_device(tch::Device::Cpu);
-        let mut logits = vec![0f32; flat_indices.len()];
-        picked.copy_data(&mut logits, flat_indices.len());
-        let mut probs = vec![0f32; n as usize * 3];
-        wdl.copy_data(&mut probs, n as usize * 3);
-        (logits, probs)
+            .view([-1]);
+        let out = Tensor::cat(&[picked, wdl], 0).to_device(Device::Cpu);
+        let len = moves + positions * 3;
+        let mut answers = vec![0f32; len];
+        out.copy_data(&mut answers, len);
+        answers
     })
 }
 
@@ -363,8 +485,8 @@ fn flat_indices(jobs: &[Job], out: &mut Vec<i64>) {
     out.clear();
     let mut position = 0i64;
     for job in jobs {
-        let mut indices = job.move_indices.as_slice();
-        for &count in &job.move_counts {
+        let mut indices = job.batch.move_indices.as_slice();
+        for &count in &job.batch.move_counts {
             let (mine, rest) = indices.split_at(count as usize);
             indices = rest;
             out.extend(
@@ -382,8 +504,8 @@ fn answer(jobs: Vec<Job>, logits: &[f32], wdl: &[f32]) {
     let mut position = 0;
     let mut logits = logits;
     for job in jobs {
-        let mut evaluations = Vec::with_capacity(job.move_counts.len());
-        for &count in &job.move_counts {
+        let mut evaluations = Vec::with_capacity(job.batch.move_counts.len());
+        for &count in &job.batch.move_counts {
             let (mine, rest) = logits.split_at(count as usize);
             logits = rest;
             let max = mine.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -430,6 +552,7 @@ mod tests {
                 max_wait_us: 2000,
                 threads: 1,
                 replicas,
+                precision: Precision::Fp32,
             },
         )
     }
@@ -534,6 +657,103 @@ mod tests {
             client.evaluate(&request).unwrap_err(),
             EvalError::Disconnected
         );
+    }
+
+    /// Positions from seeded random games, each with its history.
+    fn random_positions(count: usize) -> Vec<(Vec<Position>, Vec<engine::Move>)> {
+        use rand::seq::IndexedRandom;
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let mut out = Vec::new();
+        while out.len() < count {
+            let mut line = vec![Position::start()];
+            for _ in 0..60 {
+                let pos = *line.last().unwrap();
+                let moves = pos.legal_moves();
+                let Some(&mv) = moves.choose(&mut rng) else {
+                    break;
+                };
+                out.push((line.clone(), moves.to_vec()));
+                line.push(pos.after(mv));
+            }
+        }
+        out.truncate(count);
+        out
+    }
+
+    /// The same net served in bf16 and in fp32 on the CPU: the tolerances
+    /// here are what the bf16 default on a GPU is held to.
+    #[test]
+    fn bf16_agrees_with_fp32() {
+        tch::manual_seed(3);
+        let arch = Architecture {
+            net: NetConfig::new(4, 32),
+            encoder: EncoderConfig { history: 2 },
+        };
+        let net = Net::new(arch, Device::Cpu);
+        let bytes = crate::weights::to_bytes(&net);
+        let start = |precision| {
+            let net = crate::weights::from_bytes(&bytes, "test", Device::Cpu).unwrap();
+            InferenceServer::start(
+                net,
+                ServerConfig {
+                    max_batch: 64,
+                    max_wait_us: 0,
+                    threads: 1,
+                    replicas: 1,
+                    precision,
+                },
+            )
+        };
+        let (fp32, bf16) = (start(Precision::Fp32), start(Precision::Bf16));
+        let bf16_kind = bf16.client().run_on_server(|net| net.kind()).unwrap();
+        assert_eq!(bf16_kind, Kind::BFloat16);
+        let positions = random_positions(200);
+        let requests: Vec<EvalRequest<'_>> = positions
+            .iter()
+            .map(|(history, moves)| EvalRequest {
+                history,
+                repetitions: 0,
+                moves,
+            })
+            .collect();
+        let exact = fp32.client().evaluate_batch(&requests).unwrap();
+        let approx = bf16.client().evaluate_batch(&requests).unwrap();
+        let (mut same_argmax, mut worst_value, mut worst_tv) = (0, 0f32, 0f32);
+        let argmax = |p: &[f32]| (0..p.len()).max_by(|&a, &b| p[a].total_cmp(&p[b])).unwrap();
+        for (e, a) in exact.iter().zip(&approx) {
+            same_argmax += (argmax(&e.policy) == argmax(&a.policy)) as usize;
+            let value = |w: &Wdl| w.win - w.loss;
+            worst_value = worst_value.max((value(&e.wdl) - value(&a.wdl)).abs());
+            let tv: f32 = e
+                .policy
+                .iter()
+                .zip(&a.policy)
+                .map(|(x, y)| (x - y).abs())
+                .sum();
+            worst_tv = worst_tv.max(tv / 2.0);
+        }
+        eprintln!(
+            "bf16 vs fp32 over {} positions: argmax agrees on {same_argmax}, \
+             worst value difference {worst_value:.4}, worst policy total variation {worst_tv:.4}",
+            exact.len()
+        );
+        assert!(
+            same_argmax * 100 >= exact.len() * 95,
+            "argmax agrees on {same_argmax}"
+        );
+        assert!(worst_value <= 0.02, "value differs by {worst_value}");
+        assert!(worst_tv <= 0.02, "policy total variation {worst_tv}");
+    }
+
+    #[test]
+    fn gpu_batches_pad_to_powers_of_two() {
+        let cuda = Device::Cuda(0);
+        assert_eq!(padded_batch(1, 1024, cuda), 1);
+        assert_eq!(padded_batch(300, 1024, cuda), 512);
+        assert_eq!(padded_batch(600, 1000, cuda), 1000);
+        assert_eq!(padded_batch(1030, 1024, cuda), 1030);
+        assert_eq!(padded_batch(300, 1024, Device::Cpu), 300);
     }
 
     #[test]

@@ -540,6 +540,7 @@ pub fn play_match(
                 max_wait_us: MAX_WAIT_US,
                 threads: args.threads.unwrap_or((cores / networks.len()).max(1)),
                 replicas: 1,
+                precision: models::Precision::Auto,
             },
         );
         servers.insert(weights.clone(), (server, history));
@@ -746,6 +747,7 @@ pub fn play_match(
 }
 
 pub fn run(args: ArenaArgs) -> Result<()> {
+    tracing::info!(device = ?models::device(), "arena");
     let summary = play_match(&args, &AtomicBool::new(false), |line| {
         if !args.json {
             println!("{line}");

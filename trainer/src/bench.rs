@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::mcts::{Search, SearchConfig};
-use engine::{EvalRequest, Evaluator, Game, Move, Position};
+use engine::{EvalError, EvalRequest, Evaluation, Evaluator, Game, Move, Position, Wdl};
 use models::encoding::{encode, EncoderConfig};
 use models::net::{Architecture, Net};
-use models::server::{InferenceServer, ServerConfig};
+use models::server::{encode_requests, InferenceServer, ServerConfig};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
@@ -63,12 +63,80 @@ pub fn sample_positions(count: usize, history: usize, seed: u64) -> Vec<Sample> 
 pub struct NnRow {
     pub net: String,
     pub device: String,
+    /// The replicas' number format (`Float`, `BFloat16`, `Half`).
+    pub precision: String,
     pub batch: usize,
     pub server_pos_per_s: f64,
     pub bare_pos_per_s: f64,
     /// Server throughput as a share of the bare forward pass.
     pub ratio: f64,
     pub mean_batch: f64,
+    /// Forward-pass arithmetic of one position.
+    pub gflop_per_position: f64,
+    /// What the server's throughput is in arithmetic.
+    pub server_tflops: f64,
+    /// `server_tflops` as a share of the matrix-product peak measured in the
+    /// same run ([`PeakRow`]), when one was.
+    pub peak_share: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PeakRow {
+    pub device: String,
+    pub precision: String,
+    /// Side of the square matrices multiplied.
+    pub size: i64,
+    /// Threads (one per replica) multiplying at once.
+    pub threads: usize,
+    /// Their summed rate: the peak the server's replicas could reach.
+    pub peak_tflops: f64,
+}
+
+/// The arithmetic peak of the server's replicas in their precision: square
+/// matrix products (8192 on a GPU, 1024 on a CPU) on every replica's thread
+/// at once for `seconds`, their rates summed. On one GPU the replicas share
+/// the device, and the sum is the device's rate.
+pub fn peak_row(arch: Architecture, device: Device, config: ServerConfig, seconds: f64) -> PeakRow {
+    let kind = config.precision.kind(device);
+    let size: i64 = if device.is_cuda() { 8192 } else { 1024 };
+    let server = InferenceServer::start(Net::new(arch, device), config);
+    let rates = server
+        .client()
+        .run_on_each(move |_| matmul_tflops(device, kind, size, seconds))
+        .expect("bench server runs tasks");
+    server.shutdown();
+    PeakRow {
+        device: format!("{device:?}"),
+        precision: format!("{kind:?}"),
+        size,
+        threads: rates.len(),
+        peak_tflops: rates.iter().sum(),
+    }
+}
+
+/// TFLOP/s of `size` x `size` matrix products in `kind` on `device`.
+fn matmul_tflops(device: Device, kind: Kind, size: i64, seconds: f64) -> f64 {
+    let sync = || {
+        if let Device::Cuda(index) = device {
+            tch::Cuda::synchronize(index as i64);
+        }
+    };
+    tch::no_grad(|| {
+        let a = Tensor::randn([size, size], (kind, device));
+        let b = Tensor::randn([size, size], (kind, device));
+        let _ = a.matmul(&b);
+        sync();
+        let start = Instant::now();
+        let mut products = 0u64;
+        while products < 2 || start.elapsed().as_secs_f64() < seconds {
+            for _ in 0..4 {
+                let _ = a.matmul(&b);
+            }
+            sync();
+            products += 4;
+        }
+        2.0 * (size as f64).powi(3) * products as f64 / start.elapsed().as_secs_f64() / 1e12
+    })
 }
 
 /// The first `batch` samples (cycled) encoded back to back.
@@ -179,8 +247,10 @@ pub fn nn_rows(
     batches: &[usize],
     seconds: f64,
     samples: &[Sample],
+    peak: Option<&PeakRow>,
 ) -> Vec<NnRow> {
     let round = seconds / ROUNDS as f64;
+    let gflop = arch.forward_flops() as f64 / 1e9;
     batches
         .iter()
         .map(|&batch| {
@@ -200,14 +270,19 @@ pub fn nn_rows(
             }
             let mean_batch = server.client().stats().mean_batch();
             server.shutdown();
+            let server_tflops = served * gflop / 1e3;
             NnRow {
                 net: arch.net.name(),
                 device: format!("{device:?}"),
+                precision: format!("{:?}", server_config.precision.kind(device)),
                 batch,
                 server_pos_per_s: served,
                 bare_pos_per_s: bare,
                 ratio: served / bare,
                 mean_batch,
+                gflop_per_position: gflop,
+                server_tflops,
+                peak_share: peak.map(|p| server_tflops / p.peak_tflops),
             }
         })
         .collect()
@@ -333,9 +408,44 @@ fn sample_game(sample: &Sample) -> Game {
     game
 }
 
+/// Answers every position as the inference server's callers prepare it
+/// (encoded planes and policy indices) with uniform priors and an even
+/// value, without a network: what self-play costs the CPU alone.
+pub struct HostOnly {
+    pub encoder: EncoderConfig,
+}
+
+impl Evaluator for HostOnly {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        std::hint::black_box(encode_requests(&self.encoder, requests)?);
+        Ok(requests
+            .iter()
+            .map(|r| Evaluation {
+                policy: vec![1.0 / r.moves.len() as f32; r.moves.len()],
+                wdl: Wdl {
+                    win: 0.0,
+                    draw: 1.0,
+                    loss: 0.0,
+                },
+            })
+            .collect())
+    }
+}
+
+/// What evaluates self-play's positions in [`selfplay_row`].
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    /// A fresh network through the inference server on this device.
+    Network(Device),
+    /// [`HostOnly`].
+    HostOnly,
+}
+
 #[derive(Debug, Serialize)]
 pub struct SelfPlayRow {
     pub net: String,
+    /// `network` or `host-only`.
+    pub backend: &'static str,
     pub workers: usize,
     pub seconds: f64,
     pub games: u64,
@@ -346,11 +456,24 @@ pub struct SelfPlayRow {
     pub mean_batch: f64,
 }
 
-/// Self-play with `config` on a fresh net for `seconds`; games still running
-/// at the end are not counted.
-pub fn selfplay_row(config: &Config, device: Device, seconds: f64, seed: u64) -> SelfPlayRow {
-    let server = InferenceServer::start(Net::new(config.arch(), device), config.inference.server());
-    let client = server.client();
+/// Self-play with `config` for `seconds`, evaluated by `backend`; games
+/// still running at the end are not counted.
+pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) -> SelfPlayRow {
+    let server = match backend {
+        Backend::Network(device) => Some(InferenceServer::start(
+            Net::new(config.arch(), device),
+            config.inference,
+        )),
+        Backend::HostOnly => None,
+    };
+    let client = server.as_ref().map(InferenceServer::client);
+    let host_only = HostOnly {
+        encoder: config.encoder,
+    };
+    let evaluator: &(dyn Evaluator + Sync) = match &client {
+        Some(client) => client,
+        None => &host_only,
+    };
     let (tx, rx) = crossbeam_channel::unbounded();
     let stop = AtomicBool::new(false);
     let network = AtomicU32::new(0);
@@ -360,7 +483,7 @@ pub fn selfplay_row(config: &Config, device: Device, seconds: f64, seed: u64) ->
             run_workers(
                 &config.selfplay,
                 &config.search,
-                &client,
+                evaluator,
                 &network,
                 &stop,
                 seed,
@@ -376,21 +499,28 @@ pub fn selfplay_row(config: &Config, device: Device, seconds: f64, seed: u64) ->
                 nodes += finished.stats.nodes;
             }
         }
-        // Stopping the server cuts the games still running short.
+        // Games still running stop at their next search.
         stop.store(true, Ordering::SeqCst);
-        server.shutdown();
+        if let Some(server) = server {
+            // Stopping the server cuts them short at once.
+            server.shutdown();
+        }
         let _ = workers.join();
         (games, plies, nodes)
     });
     let elapsed = seconds.max(start.elapsed().as_secs_f64().min(seconds));
     SelfPlayRow {
         net: config.net.name(),
+        backend: match backend {
+            Backend::Network(_) => "network",
+            Backend::HostOnly => "host-only",
+        },
         workers: config.selfplay.workers,
         seconds: elapsed,
         games,
         games_per_hour: games as f64 * 3600.0 / elapsed,
         positions_per_s: plies as f64 / elapsed,
         nodes_per_s: nodes as f64 / elapsed,
-        mean_batch: client.stats().mean_batch(),
+        mean_batch: client.map_or(0.0, |c| c.stats().mean_batch()),
     }
 }

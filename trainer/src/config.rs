@@ -23,41 +23,14 @@ pub const GPU_TOML: &str = include_str!("../../configs/gpu.toml");
 pub struct Config {
     pub net: NetConfig,
     pub encoder: EncoderConfig,
-    pub inference: InferenceConfig,
+    /// The `[inference]` section is the inference server's own config.
+    pub inference: ServerConfig,
     pub search: SearchConfig,
     pub selfplay: SelfPlayConfig,
     pub replay: ReplayConfig,
     pub training: TrainingConfig,
     #[serde(default)]
     pub evaluation: EvaluationConfig,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InferenceConfig {
-    pub max_batch: usize,
-    pub max_wait_us: u64,
-    /// libtorch threads of each inference replica's thread; 0 = one per core.
-    #[serde(default)]
-    pub threads: usize,
-    /// Inference threads, each with a copy of the net (training runs on the first).
-    #[serde(default = "one")]
-    pub replicas: usize,
-}
-
-fn one() -> usize {
-    1
-}
-
-impl InferenceConfig {
-    pub fn server(&self) -> ServerConfig {
-        ServerConfig {
-            max_batch: self.max_batch,
-            max_wait_us: self.max_wait_us,
-            threads: self.threads,
-            replicas: self.replicas,
-        }
-    }
 }
 
 impl Config {

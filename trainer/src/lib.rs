@@ -4,6 +4,7 @@ pub mod arena;
 pub mod bench;
 pub mod config;
 pub mod data;
+pub mod doctor;
 pub mod export;
 pub mod ladder;
 pub mod metrics;

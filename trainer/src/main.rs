@@ -38,6 +38,8 @@ enum Command {
     Export(trainer::export::ExportArgs),
     /// Run a network as a UCI engine on stdin/stdout.
     Uci(trainer::uci::UciArgs),
+    /// Check libtorch, CUDA, the GPU, bf16, threads and the config's net.
+    Doctor(trainer::doctor::DoctorArgs),
 }
 
 #[derive(Subcommand)]
@@ -71,6 +73,14 @@ struct BenchSelfplayArgs {
     /// Config to play with (default: the embedded default).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Games played at once (default: the config's `[selfplay] workers`).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// No network: positions are encoded and answered with uniform priors,
+    /// so the figures are what the CPU side (search, move generation,
+    /// encoding) sustains on its own.
+    #[arg(long)]
+    host_only: bool,
     /// Seconds of self-play.
     #[arg(long, default_value_t = 60.0)]
     seconds: f64,
@@ -93,9 +103,32 @@ struct BenchNnArgs {
     /// libtorch CPU threads of the server (default: the config's).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Number format of the replicas (default: the config's `[inference] precision`).
+    #[arg(long, value_enum)]
+    precision: Option<PrecisionArg>,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+}
+
+/// `--precision` values, as the config spells them.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PrecisionArg {
+    Auto,
+    Fp32,
+    Bf16,
+    Fp16,
+}
+
+impl From<PrecisionArg> for models::Precision {
+    fn from(arg: PrecisionArg) -> models::Precision {
+        match arg {
+            PrecisionArg::Auto => models::Precision::Auto,
+            PrecisionArg::Fp32 => models::Precision::Fp32,
+            PrecisionArg::Bf16 => models::Precision::Bf16,
+            PrecisionArg::Fp16 => models::Precision::Fp16,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -123,6 +156,7 @@ fn main() -> ExitCode {
         Command::Arena(args) => trainer::arena::run(args),
         Command::Export(args) => trainer::export::run(args),
         Command::Uci(args) => trainer::uci::run(args),
+        Command::Doctor(args) => trainer::doctor::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -147,12 +181,6 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
     tracing::info!(?device, "bench nn");
     let history = configs.iter().map(|c| c.encoder.history).max().unwrap_or(1);
     let samples = bench::sample_positions(1024, history, 7);
-    if !args.json {
-        println!(
-            "{:>10} {:>6} {:>16} {:>16} {:>7} {:>10}",
-            "net", "batch", "server pos/s", "bare pos/s", "ratio", "mean fill"
-        );
-    }
     for config in &configs {
         let encode = bench::encode_row(config.encoder, &samples, args.seconds.min(1.0));
         report(args.json, &encode, || {
@@ -161,9 +189,32 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
                 encode.encode_pos_per_s, encode.planes, encode.history
             )
         })?;
-        let mut server = config.inference.server();
+        let mut server = config.inference;
         if args.threads > 0 {
             server.threads = args.threads;
+        }
+        if let Some(precision) = args.precision {
+            server.precision = precision.into();
+        }
+        let peak = bench::peak_row(config.arch(), device, server, args.seconds.min(2.0));
+        report(args.json, &peak, || {
+            format!(
+                "matrix-product peak ({}, {}x{}, {} threads): {:.3} TFLOP/s",
+                peak.precision, peak.size, peak.size, peak.threads, peak.peak_tflops
+            )
+        })?;
+        if !args.json {
+            println!(
+                "{:>10} {:>6} {:>14} {:>14} {:>7} {:>9} {:>9} {:>8}",
+                "net",
+                "batch",
+                "server pos/s",
+                "bare pos/s",
+                "ratio",
+                "mean fill",
+                "TFLOP/s",
+                "of peak"
+            );
         }
         for row in bench::nn_rows(
             config.arch(),
@@ -172,16 +223,19 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
             &args.batches,
             args.seconds,
             &samples,
+            Some(&peak),
         ) {
             report(args.json, &row, || {
                 format!(
-                    "{:>10} {:>6} {:>16.0} {:>16.0} {:>6.1}% {:>10.1}",
+                    "{:>10} {:>6} {:>14.0} {:>14.0} {:>6.1}% {:>9.1} {:>9.3} {:>7.1}%",
                     row.net,
                     row.batch,
                     row.server_pos_per_s,
                     row.bare_pos_per_s,
                     100.0 * row.ratio,
-                    row.mean_batch
+                    row.mean_batch,
+                    row.server_tflops,
+                    100.0 * row.peak_share.unwrap_or(0.0)
                 )
             })?;
         }
@@ -208,11 +262,12 @@ fn load_config(path: &Option<PathBuf>) -> Result<Config> {
 
 fn bench_search(args: BenchSearchArgs) -> Result<()> {
     let config = load_config(&args.config)?;
+    tracing::info!(device = ?Device::cuda_if_available(), "bench search");
     let samples = bench::sample_positions(1024, config.search.history, 11);
     let row = bench::search_row(
         config.arch(),
         Device::cuda_if_available(),
-        config.inference.server(),
+        config.inference,
         config.search,
         args.batch,
         args.seconds,
@@ -233,12 +288,22 @@ fn bench_search(args: BenchSearchArgs) -> Result<()> {
 }
 
 fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
-    let config = load_config(&args.config)?;
-    let row = bench::selfplay_row(&config, Device::cuda_if_available(), args.seconds, 1);
+    let mut config = load_config(&args.config)?;
+    if let Some(workers) = args.workers {
+        config.selfplay.workers = workers;
+    }
+    let backend = match args.host_only {
+        true => bench::Backend::HostOnly,
+        false => bench::Backend::Network(Device::cuda_if_available()),
+    };
+    tracing::info!(?backend, "bench selfplay");
+    let row = bench::selfplay_row(&config, backend, args.seconds, 1);
     report(args.json, &row, || {
         format!(
-            "{}: {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1})",
+            "{} ({}, {} workers): {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1})",
             row.net,
+            row.backend,
+            row.workers,
             row.games,
             row.seconds,
             row.games_per_hour,

@@ -1,7 +1,9 @@
 //! `mixzero train`: the AlphaZero loop in one process. Self-play workers feed
 //! the replay buffer through the inference server; the training steps run on
-//! the server's thread too, so one thread owns the device (and, on a CPU, one
-//! OpenMP team owns the cores); each checkpoint becomes the self-play net.
+//! the first inference replica's thread on a CPU (so one single-threaded
+//! OpenMP team per replica owns the cores) and on a thread of their own on a
+//! GPU (so self-play inference goes on during a step). The next batch is
+//! built while a step runs. Each checkpoint becomes the self-play net.
 //!
 //! A run directory holds the resolved config, the code version, checkpoints
 //! (`checkpoints/latest` names the newest), games and logs. Running the same
@@ -10,11 +12,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::pgn::write_pgn;
 use engine::{Color, Game};
 use models::net::Net;
@@ -195,6 +198,8 @@ pub fn run(args: TrainArgs) -> Result<()> {
             state
         }
     };
+    let mut state = state;
+    state.set_compute_kind(config.training.precision.kind(device))?;
     if state.arch() != config.arch() {
         bail!(
             "the run's checkpoints hold a {} net, its config a {} net",
@@ -233,8 +238,16 @@ pub fn run(args: TrainArgs) -> Result<()> {
             device,
         )?
     };
-    let server = InferenceServer::start(inference, config.inference.server());
+    let server = InferenceServer::start(inference, config.inference);
     let client = server.client();
+    let trainer = Trainer::new(&client, device)?;
+    tracing::info!(
+        inference = ?config.inference.precision.kind(device),
+        training = ?config.training.precision.kind(device),
+        replicas = config.inference.replicas,
+        on = trainer.placement(),
+        "precision and threads"
+    );
     let network = AtomicU32::new(best);
     let evaluations = config
         .evaluation
@@ -277,6 +290,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             config: &config,
             dirs: &dirs,
             client: &client,
+            trainer: &trainer,
             state: &state,
             replay: &mut replay,
             metrics: &mut metrics,
@@ -306,10 +320,97 @@ pub fn run(args: TrainArgs) -> Result<()> {
     result
 }
 
+/// A training task: it runs with the device's libtorch state and returns nothing.
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Where training steps and checkpoint writes run. On a CPU, the first
+/// inference replica's thread: its single libtorch thread stays the only
+/// one on its core, and a step pauses that replica. On a GPU, a thread of
+/// its own, so that inference on every replica goes on during a step.
+enum Trainer<'a> {
+    Replica(&'a InferenceClient),
+    Own {
+        tasks: Option<Sender<Task>>,
+        thread: Option<JoinHandle<()>>,
+    },
+}
+
+impl<'a> Trainer<'a> {
+    fn new(client: &'a InferenceClient, device: tch::Device) -> Result<Trainer<'a>> {
+        if !device.is_cuda() {
+            return Ok(Trainer::Replica(client));
+        }
+        let (tasks, queue) = crossbeam_channel::unbounded::<Task>();
+        let thread = std::thread::Builder::new()
+            .name("training".to_string())
+            .spawn(move || {
+                models::set_intra_op_threads(1);
+                for task in queue {
+                    task();
+                }
+            })
+            .context("spawning the training thread")?;
+        Ok(Trainer::Own {
+            tasks: Some(tasks),
+            thread: Some(thread),
+        })
+    }
+
+    fn placement(&self) -> &'static str {
+        match self {
+            Trainer::Replica(_) => "the first inference replica's thread",
+            Trainer::Own { .. } => "a training thread of its own",
+        }
+    }
+
+    /// Queues `task`; its answer comes on the returned channel.
+    fn submit<R: Send + 'static>(
+        &self,
+        task: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<Receiver<R>> {
+        match self {
+            Trainer::Replica(client) => client
+                .submit_to_server(move |_| task())
+                .context("inference server stopped"),
+            Trainer::Own { tasks, .. } => {
+                let (reply, answer) = crossbeam_channel::bounded(1);
+                let task: Task = Box::new(move || {
+                    let _ = reply.send(task());
+                });
+                tasks
+                    .as_ref()
+                    .expect("tasks are open until drop")
+                    .send(task)
+                    .map_err(|_| anyhow::anyhow!("the training thread stopped"))?;
+                Ok(answer)
+            }
+        }
+    }
+
+    /// Runs `task` and waits for its answer.
+    fn run<R: Send + 'static>(&self, task: impl FnOnce() -> R + Send + 'static) -> Result<R> {
+        self.submit(task)?
+            .recv()
+            .map_err(|_| anyhow::anyhow!("training task lost (its thread stopped)"))
+    }
+}
+
+impl Drop for Trainer<'_> {
+    fn drop(&mut self) {
+        if let Trainer::Own { tasks, thread } = self {
+            tasks.take();
+            if let Some(thread) = thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
 struct TrainLoop<'a> {
     config: &'a Config,
     dirs: &'a Dirs,
     client: &'a InferenceClient,
+    trainer: &'a Trainer<'a>,
     state: &'a Arc<Mutex<TrainState>>,
     replay: &'a mut ReplayBuffer,
     metrics: &'a mut MetricsLog,
@@ -357,6 +458,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         config,
         dirs,
         client,
+        trainer,
         state,
         replay,
         metrics,
@@ -382,6 +484,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         let s = state.lock().expect("train state");
         (s.progress.step, s.progress.games)
     };
+    let value_target = config.training.value_target();
+    // The step in flight, and the steps this session has finished (the train
+    // state is locked while a step runs, so the loop keeps its own count).
+    let mut pending: Option<Receiver<crate::train::StepStats>> = None;
+    let mut steps_done = 0u64;
     let mut tally = Tally::default();
     let mut last_stats: Option<StepStats> = None;
     let mut steps_since_checkpoint = 0u64;
@@ -411,33 +518,29 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             }
         }
 
-        // Train as far as the reuse limit allows.
-        let step = state.lock().expect("train state").progress.step;
+        // Train as far as the reuse limit allows. The next batch is built
+        // while the step before it runs.
+        let submitted = steps_done + pending.is_some() as u64;
         let new_samples = replay.total_samples_ever().saturating_sub(samples_at_start);
-        let allowed =
-            limiter.allowed_steps(new_samples, config.training.batch_size, step - start_step);
-        if replay.samples_in_window() >= config.training.min_samples && allowed > 0 {
-            let value_target = config.training.value_target();
-            let samples = replay.sample(
-                &mut rng,
-                config.training.batch_size,
-                config.encoder.history,
-                value_target.material_plies,
-            );
-            let batch = build_batch(&samples, &config.encoder, &value_target);
-            let task_state = Arc::clone(state);
-            let training = config.training.clone();
-            let step_stats = client
-                .run_on_server(move |_| {
-                    task_state
-                        .lock()
-                        .expect("train state")
-                        .step(&batch, &training)
-                })
-                .context("inference server stopped")?;
+        let allowed = limiter.allowed_steps(new_samples, config.training.batch_size, submitted);
+        let next =
+            (replay.samples_in_window() >= config.training.min_samples && allowed > 0).then(|| {
+                let samples = replay.sample(
+                    &mut rng,
+                    config.training.batch_size,
+                    config.encoder.history,
+                    value_target.material_plies,
+                );
+                build_batch(&samples, &config.encoder, &value_target)
+            });
+        if let Some(step_stats) = pending.take() {
+            let step_stats = step_stats
+                .recv()
+                .map_err(|_| anyhow::anyhow!("training step lost (its thread stopped)"))?;
             last_stats = Some(step_stats);
+            steps_done += 1;
             steps_since_checkpoint += 1;
-            let step = step + 1;
+            let step = start_step + steps_done;
             if step % 10 == 0 {
                 metrics.scalars(
                     step,
@@ -453,6 +556,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             if steps_since_checkpoint >= config.training.checkpoint_every {
                 let saved = checkpoint(
                     client,
+                    trainer,
                     state,
                     dirs,
                     replay,
@@ -473,6 +577,16 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     }
                 }
             }
+        }
+        if let Some(batch) = next {
+            let task_state = Arc::clone(state);
+            let training = config.training.clone();
+            pending = Some(trainer.submit(move || {
+                task_state
+                    .lock()
+                    .expect("train state")
+                    .step(&batch, &training)
+            })?);
         }
 
         if let Some(evaluations) = evaluations {
@@ -501,7 +615,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         if last_log.elapsed() >= Duration::from_secs(10) {
             let (games0, nodes0, t0) = last_tally;
             let secs = t0.elapsed().as_secs_f64();
-            let step = state.lock().expect("train state").progress.step;
+            let step = start_step + steps_done;
             let n = tally.games.max(1) as f64;
             let rates = [
                 (
@@ -571,9 +685,15 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             last_log = Instant::now();
         }
     }
+    if let Some(step) = pending.take() {
+        step.recv()
+            .map_err(|_| anyhow::anyhow!("training step lost (its thread stopped)"))?;
+        steps_since_checkpoint += 1;
+    }
     if steps_since_checkpoint > 0 {
         checkpoint(
             client,
+            trainer,
             state,
             dirs,
             replay,
@@ -693,10 +813,12 @@ fn promote(
     Ok(())
 }
 
-/// Saves a checkpoint on the server thread and, given the self-play
-/// `network` to replace (no gating), makes it the self-play net.
+/// Saves a checkpoint where training runs and, given the self-play
+/// `network` to replace (no gating), copies it into every replica: each
+/// pauses for one device-to-device copy of the weights, between batches.
 fn checkpoint(
     client: &InferenceClient,
+    trainer: &Trainer<'_>,
     state: &Arc<Mutex<TrainState>>,
     dirs: &Dirs,
     replay: &ReplayBuffer,
@@ -706,16 +828,14 @@ fn checkpoint(
     let task_state = Arc::clone(state);
     let dir = dirs.checkpoints.clone();
     let samples = replay.total_samples_ever();
-    let saved = client
-        .run_on_server(move |_| -> Result<u32> {
-            let mut s = task_state.lock().expect("train state");
-            s.progress.checkpoint += 1;
-            s.progress.samples_seen = samples;
-            s.progress.games = games;
-            s.save_checkpoint(&dir)?;
-            Ok(s.progress.checkpoint)
-        })
-        .context("inference server stopped")??;
+    let saved = trainer.run(move || -> Result<u32> {
+        let mut s = task_state.lock().expect("train state");
+        s.progress.checkpoint += 1;
+        s.progress.samples_seen = samples;
+        s.progress.games = games;
+        s.save_checkpoint(&dir)?;
+        Ok(s.progress.checkpoint)
+    })??;
     let Some(network) = network else {
         tracing::info!(checkpoint = saved, "checkpoint written");
         return Ok(saved);

@@ -40,6 +40,7 @@ pub struct UciArgs {
 }
 
 pub fn run(args: UciArgs) -> Result<()> {
+    tracing::info!(device = ?models::device(), "uci");
     let searcher = NetSearcher::new(args)?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }
@@ -82,6 +83,7 @@ fn load(settings: &UciArgs) -> Result<Loaded> {
             max_wait_us: MAX_WAIT_US,
             threads: settings.threads,
             replicas: 1,
+            precision: models::Precision::Auto,
         },
     );
     let config = SearchConfig {
