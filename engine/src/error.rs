@@ -79,3 +79,29 @@ pub enum PgnError {
     #[error("no game found")]
     Empty,
 }
+
+/// A setting whose value is out of range: its key within its config
+/// section, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{key}: {why}")]
+pub struct InvalidKey {
+    pub key: &'static str,
+    pub why: String,
+}
+
+impl InvalidKey {
+    pub fn new(key: &'static str, why: impl Into<String>) -> InvalidKey {
+        InvalidKey {
+            key,
+            why: why.into(),
+        }
+    }
+}
+
+/// `Err(InvalidKey)` for `key` unless `ok`.
+pub fn check(ok: bool, key: &'static str, why: impl FnOnce() -> String) -> Result<(), InvalidKey> {
+    match ok {
+        true => Ok(()),
+        false => Err(InvalidKey::new(key, why())),
+    }
+}

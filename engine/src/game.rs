@@ -19,8 +19,10 @@ pub enum Reason {
     Threefold,
     FiftyMove,
     DeadPosition,
-    /// Ended by an adjudicator (game-length cap, resignation, time, illegal move).
+    /// Ended by an adjudicator (game-length cap, time, illegal move).
     Adjudication,
+    /// A side gave up.
+    Resignation,
 }
 
 impl Reason {
@@ -33,6 +35,7 @@ impl Reason {
             Reason::FiftyMove => "fifty-move",
             Reason::DeadPosition => "dead-position",
             Reason::Adjudication => "adjudication",
+            Reason::Resignation => "resignation",
         }
     }
 }
@@ -95,27 +98,42 @@ impl Serialize for Outcome {
 }
 
 impl Position {
-    /// The outcome decided by this position alone: no legal move (checkmate,
-    /// `king-quota` loss, stalemate) first, then the fifty-move rule and a
-    /// dead position. Repetition needs the history: see [`Game::outcome`].
+    /// The outcome decided by this position alone: [`Position::outcome_with`]
+    /// for a position that did not occur before.
     pub fn outcome(&self) -> Option<Outcome> {
-        self.outcome_without_moves()
-            .or_else(|| self.draw_by_clock_or_material())
+        self.outcome_with(self.has_legal_moves(), 0)
+    }
+
+    /// The outcome of this position, which has legal moves or not
+    /// (`has_moves`, known to the caller) and occurred `repetitions` times
+    /// before: no legal move first (checkmate, `king-quota` loss,
+    /// stalemate), then threefold repetition, the fifty-move rule and a dead
+    /// position. The one statement of that precedence (RULES.md §7).
+    pub fn outcome_with(&self, has_moves: bool, repetitions: usize) -> Option<Outcome> {
+        if !has_moves {
+            return Some(self.outcome_of_no_move());
+        }
+        if repetitions >= 2 {
+            return Some(Outcome::draw(Reason::Threefold));
+        }
+        self.draw_by_clock_or_material()
     }
 
     /// The decision when the side to move has no legal move.
     pub fn outcome_without_moves(&self) -> Option<Outcome> {
-        if self.has_legal_moves() {
-            return None;
-        }
+        (!self.has_legal_moves()).then(|| self.outcome_of_no_move())
+    }
+
+    /// What having no legal move means for the side to move.
+    fn outcome_of_no_move(&self) -> Outcome {
         let us = self.side_to_move();
-        Some(if self.in_check() {
+        if self.in_check() {
             Outcome::win(!us, Reason::Checkmate)
         } else if self.must_move_king(us) {
             Outcome::win(!us, Reason::KingQuota)
         } else {
             Outcome::draw(Reason::Stalemate)
-        })
+        }
     }
 
     /// Fifty-move rule or bare king against bare king (the only dead position
@@ -204,17 +222,11 @@ impl Game {
         self.adjudicated = Some(outcome);
     }
 
-    /// The outcome: no legal move first, then threefold repetition, the
-    /// fifty-move rule and a dead position; or an adjudication.
+    /// The outcome by the rules ([`Position::outcome_with`]), or an
+    /// adjudication.
     pub fn outcome(&self) -> Option<Outcome> {
-        if let Some(outcome) = self.position.outcome_without_moves() {
-            return Some(outcome);
-        }
-        if self.repetitions() >= 2 {
-            return Some(Outcome::draw(Reason::Threefold));
-        }
         self.position
-            .draw_by_clock_or_material()
+            .outcome_with(self.position.has_legal_moves(), self.repetitions())
             .or(self.adjudicated)
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod attacks;
 pub mod bitboard;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
 pub mod eval;
@@ -17,12 +18,13 @@ pub mod players;
 pub mod position;
 pub mod rules;
 pub mod san;
+pub mod search;
 pub mod types;
 pub mod uci;
 mod zobrist;
 
 pub use bitboard::Bitboard;
-pub use error::{FenError, MoveError, ParseSquareError, PgnError, SanError};
+pub use error::{check, FenError, InvalidKey, MoveError, ParseSquareError, PgnError, SanError};
 pub use eval::{EvalError, EvalRequest, Evaluation, Evaluator, UniformEvaluator, Wdl};
 pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
@@ -31,3 +33,4 @@ pub use pgn::{read_pgn, read_pgns, write_pgn, PgnGame};
 pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
 pub use rules::{control_period, Period, Rules, Run};
 pub use types::{Color, Kind, Piece, Square};
+pub use zobrist::{mix64, splitmix64, GOLDEN_GAMMA};

@@ -10,12 +10,16 @@ use rand::Rng;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
+use crate::error::{check, InvalidKey};
 use crate::eval::{EvalError, EvalRequest, Evaluator, Wdl};
 use crate::game::Game;
 use crate::position::{Move, Position};
 
+/// Search settings. [`SearchConfig::default`] is the play-time setting (no
+/// root noise); self-play's come from the `[search]` section of a run's
+/// config, every key given there.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct SearchConfig {
     /// Exploration constant at the start...
     pub c_puct: f32,
@@ -66,6 +70,57 @@ impl Default for SearchConfig {
     }
 }
 
+impl SearchConfig {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        check(
+            self.c_puct > 0.0 && self.c_puct.is_finite(),
+            "c_puct",
+            || format!("{} (expected a number > 0)", self.c_puct),
+        )?;
+        check(
+            self.c_puct_base >= 1.0 && self.c_puct_base.is_finite(),
+            "c_puct_base",
+            || format!("{} (expected a number >= 1)", self.c_puct_base),
+        )?;
+        check(
+            self.c_puct_factor >= 0.0 && self.c_puct_factor.is_finite(),
+            "c_puct_factor",
+            || format!("{} (expected a number >= 0)", self.c_puct_factor),
+        )?;
+        check(self.fpu_reduction.is_finite(), "fpu_reduction", || {
+            format!("{} (expected a number)", self.fpu_reduction)
+        })?;
+        check(
+            (1..=4096).contains(&self.leaves_in_flight),
+            "leaves_in_flight",
+            || format!("{} (expected 1..=4096)", self.leaves_in_flight),
+        )?;
+        check(
+            self.virtual_loss >= 0.0 && self.virtual_loss.is_finite(),
+            "virtual_loss",
+            || format!("{} (expected a number >= 0)", self.virtual_loss),
+        )?;
+        check(
+            self.dirichlet_alpha_total > 0.0 && self.dirichlet_alpha_total.is_finite(),
+            "dirichlet_alpha_total",
+            || format!("{} (expected a number > 0)", self.dirichlet_alpha_total),
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.dirichlet_epsilon),
+            "dirichlet_epsilon",
+            || format!("{} (expected 0..=1)", self.dirichlet_epsilon),
+        )?;
+        check((1..=64).contains(&self.history), "history", || {
+            format!("{} (expected 1..=64)", self.history)
+        })?;
+        check(
+            (0.0..1.0).contains(&self.capture_prior),
+            "capture_prior",
+            || format!("{} (expected 0 <= capture_prior < 1)", self.capture_prior),
+        )
+    }
+}
+
 type NodeId = u32;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +136,12 @@ enum NodeState {
 #[derive(Clone, Debug)]
 struct Node {
     mv: Option<Move>,
+    /// The prior PUCT uses: the evaluator's, shaped by `capture_prior` and
+    /// at the root by noise.
     prior: f32,
+    /// The evaluator's prior (after the win check), kept so that a root can
+    /// drop the shaping: see [`Search::set_root_capture_prior`].
+    net_prior: f32,
     visits: u32,
     in_flight: u32,
     /// Sum of values from the view of the side that made `mv`.
@@ -97,6 +157,7 @@ impl Node {
         Node {
             mv,
             prior,
+            net_prior: prior,
             visits: 0,
             in_flight: 0,
             value_sum: 0.0,
@@ -139,8 +200,10 @@ pub struct Search {
     keys: Vec<u64>,
     /// Evaluations requested so far (for nodes/s).
     evaluations: u64,
-    /// Every root move gets one visit before any gets a second.
-    forced_root_visits: bool,
+    /// KataGo's forced playouts at the root, pruned from the policy target.
+    forced_playouts: bool,
+    /// Whether `capture_prior` shapes the root's priors.
+    root_capture_prior: bool,
 }
 
 const ROOT: NodeId = 0;
@@ -171,19 +234,48 @@ impl Search {
             history,
             keys,
             evaluations: 0,
-            forced_root_visits: false,
+            forced_playouts: false,
+            root_capture_prior: true,
         }
     }
 
-    /// With `on`, every root move gets one visit before any root move gets a
-    /// second (KataGo's forced playouts, in their simplest form). With few
-    /// playouts the priors alone decide which moves are looked at, so a move
-    /// the network has learnt to overlook, a free capture say, would never
-    /// get a value or become a policy target; forced, each root move is
-    /// valued once and the rest of the playouts follow the values.
-    /// [`Search::policy_target`] takes the forced visits out again.
-    pub fn set_forced_root_visits(&mut self, on: bool) {
-        self.forced_root_visits = on;
+    /// With `on` (the default) `capture_prior` shapes the root's priors as
+    /// every node's; off, the root's children keep the evaluator's priors,
+    /// restored at once if the root was expanded (as a child, shaped, when
+    /// the tree was kept). Self-play turns it off for the searches whose
+    /// visits become policy targets, so that the heuristic does not leak
+    /// into what the network learns.
+    pub fn set_root_capture_prior(&mut self, on: bool) {
+        self.root_capture_prior = on;
+        let root = &self.nodes[ROOT as usize];
+        if root.state != NodeState::Expanded {
+            return;
+        }
+        let range = root.children();
+        let pos = *self.root_position();
+        let moves: Vec<Move> = self.nodes[range.clone()]
+            .iter()
+            .map(|c| c.mv.expect("children carry moves"))
+            .collect();
+        let mut priors: Vec<f32> = self.nodes[range.clone()]
+            .iter()
+            .map(|c| c.net_prior)
+            .collect();
+        if on {
+            share_with_captures(&pos, &moves, &mut priors, self.config.capture_prior);
+        }
+        for (node, prior) in self.nodes[range].iter_mut().zip(priors) {
+            node.prior = prior;
+        }
+    }
+
+    /// With `on`, KataGo's forced playouts: a root move with prior P gets at
+    /// least sqrt(k P N) of the root's N visits (k = 2), so that a move the
+    /// noise lifted is looked at even where the network's priors and values
+    /// would not look; [`Search::policy_target`] then prunes from every move
+    /// but the best the visits its PUCT score did not earn.
+    pub fn set_forced_playouts(&mut self, on: bool) {
+        self.forced_playouts = on;
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -245,7 +337,7 @@ impl Search {
                     let priors: Vec<f32> = (0..moves.len())
                         .map(|i| if i == win { 1.0 } else { 0.0 })
                         .collect();
-                    self.expand(node, &moves, &priors);
+                    self.expand(node, &moves, &priors, &priors);
                     self.backup(&path, 1.0, 0.0);
                     if pending.is_empty() {
                         return Ok(());
@@ -283,16 +375,14 @@ impl Search {
             }
         };
         self.evaluations += pending.len() as u64;
-        for (leaf, mut evaluation) in pending.into_iter().zip(evaluations) {
+        for (leaf, evaluation) in pending.into_iter().zip(evaluations) {
             let node = *leaf.path.last().expect("a path ends at its leaf");
             let pos = leaf.history.last().expect("a leaf's history ends at it");
-            share_with_captures(
-                pos,
-                &leaf.moves,
-                &mut evaluation.policy,
-                self.config.capture_prior,
-            );
-            self.expand(node, &leaf.moves, &evaluation.policy);
+            let mut priors = evaluation.policy.clone();
+            if node != ROOT || self.root_capture_prior {
+                share_with_captures(pos, &leaf.moves, &mut priors, self.config.capture_prior);
+            }
+            self.expand(node, &leaf.moves, &evaluation.policy, &priors);
             let wdl = evaluation.wdl;
             self.backup(&leaf.path, wdl.value(), wdl.draw);
         }
@@ -320,16 +410,24 @@ impl Search {
     }
 
     /// The child with the highest PUCT score, virtual losses counted; at a
-    /// root with forced visits, first the unvisited child with the highest prior.
+    /// root with forced playouts, first the child furthest below its forced
+    /// count, if any is.
     fn best_child(&self, id: NodeId) -> NodeId {
         let parent = &self.nodes[id as usize];
-        if id == ROOT && self.forced_root_visits {
-            let unvisited = self.nodes[parent.children()]
+        if id == ROOT && self.forced_playouts {
+            let total = (parent.visits + parent.in_flight) as f32;
+            let short = self.nodes[parent.children()]
                 .iter()
                 .enumerate()
-                .filter(|(_, c)| c.visits + c.in_flight == 0)
-                .max_by(|a, b| a.1.prior.total_cmp(&b.1.prior));
-            if let Some((i, _)) = unvisited {
+                .map(|(i, c)| {
+                    (
+                        i,
+                        forced_count(c.prior, total) - (c.visits + c.in_flight) as f32,
+                    )
+                })
+                .filter(|&(_, deficit)| deficit > 0.0)
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((i, _)) = short {
                 return parent.first_child + i as NodeId;
             }
         }
@@ -392,13 +490,7 @@ impl Search {
 
         let moves = pos.legal_moves();
         let repetitions = self.repetitions(&pos, &keys, line.len());
-        let terminal = if moves.is_empty() {
-            pos.outcome_without_moves()
-        } else if repetitions >= 2 {
-            Some(crate::game::Outcome::draw(crate::game::Reason::Threefold))
-        } else {
-            pos.draw_by_clock_or_material()
-        };
+        let terminal = pos.outcome_with(!moves.is_empty(), repetitions);
         if let Some(outcome) = terminal {
             let value = match outcome.winner {
                 None => 0.0,
@@ -458,14 +550,20 @@ impl Search {
         on_path + in_game
     }
 
-    fn expand(&mut self, id: NodeId, moves: &[Move], policy: &[f32]) {
+    /// Gives `id` a child per move with the evaluator's prior `net` and the
+    /// prior the search uses, `shaped`.
+    fn expand(&mut self, id: NodeId, moves: &[Move], net: &[f32], shaped: &[f32]) {
         let first = self.nodes.len() as NodeId;
-        self.nodes.extend(
-            moves
-                .iter()
-                .zip(policy)
-                .map(|(&mv, &prior)| Node::new(Some(mv), prior)),
-        );
+        self.nodes
+            .extend(
+                moves
+                    .iter()
+                    .zip(net.iter().zip(shaped))
+                    .map(|(&mv, (&net_prior, &prior))| Node {
+                        net_prior,
+                        ..Node::new(Some(mv), prior)
+                    }),
+            );
         let node = &mut self.nodes[id as usize];
         node.first_child = first;
         node.child_count = moves.len() as u32;
@@ -549,20 +647,50 @@ impl Search {
             .map(|c| c.mv)
     }
 
-    /// The root visits of each move in generation order, as a policy target:
-    /// with forced visits, less the one visit each move was given (unless
-    /// nothing would be left), so that only the visits the values earned count.
+    /// The root visits of each move in generation order, as a policy target.
+    /// With forced playouts, pruned as KataGo prunes: from each move but the
+    /// most visited, as many visits (at most its forced count) as leave its
+    /// PUCT score below the best move's, and a move left with one visit
+    /// counts none.
     pub fn policy_target(&self) -> Vec<u32> {
         self.target_visits(&self.root_children())
     }
 
     fn target_visits(&self, children: &[ChildStats]) -> Vec<u32> {
-        let visits = children.iter().map(|c| c.visits);
-        if self.forced_root_visits && children.iter().any(|c| c.visits > 1) {
-            visits.map(|v| v.saturating_sub(1)).collect()
-        } else {
-            visits.collect()
+        let visits: Vec<u32> = children.iter().map(|c| c.visits).collect();
+        let Some(best) = (0..children.len()).max_by_key(|&i| visits[i]) else {
+            return visits;
+        };
+        if !self.forced_playouts || visits[best] <= 1 {
+            return visits;
         }
+        let total = self.nodes[ROOT as usize].visits as f32;
+        let explore = self.c_puct(total) * total.max(1.0).sqrt();
+        let puct = |c: &ChildStats, n: f32| c.q + explore * c.prior / (1.0 + n);
+        let bar = puct(&children[best], visits[best] as f32);
+        children
+            .iter()
+            .zip(&visits)
+            .enumerate()
+            .map(|(i, (c, &n))| {
+                if i == best || n == 0 {
+                    return n;
+                }
+                // The fewest visits at which the move's score stays at or
+                // below the best's, no lower than its forced count allows.
+                let floor = (n as f32 - forced_count(c.prior, total)).max(0.0);
+                let earned = match bar > c.q {
+                    true => (explore * c.prior / (bar - c.q) - 1.0).max(0.0),
+                    false => n as f32,
+                };
+                let kept = earned.max(floor).ceil().min(n as f32) as u32;
+                if kept <= 1 {
+                    0
+                } else {
+                    kept
+                }
+            })
+            .collect()
     }
 
     /// A root move drawn with probability proportional to its
@@ -669,6 +797,12 @@ impl Search {
             self.history.remove(0);
         }
     }
+}
+
+/// KataGo's forced playouts of a root move with prior `prior` after `total`
+/// root visits: sqrt(k prior total), k = 2.
+fn forced_count(prior: f32, total: f32) -> f32 {
+    (2.0 * prior * total).sqrt()
 }
 
 /// Moves `share` of the prior mass onto the captures among `moves`, evenly.

@@ -2,12 +2,20 @@
 
 use crate::types::{Color, Kind, Square, NUM_SQUARES};
 
-const fn splitmix(state: u64) -> (u64, u64) {
-    let state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (state, z ^ (z >> 31))
+/// splitmix64's increment, 2^64 / the golden ratio.
+pub const GOLDEN_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// splitmix64's finaliser: a bijection of u64 whose outputs for nearby
+/// inputs look unrelated.
+pub const fn mix64(z: u64) -> u64 {
+    let z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// splitmix64's output for `state` (the generator advanced by one step).
+pub const fn splitmix64(state: u64) -> u64 {
+    mix64(state.wrapping_add(GOLDEN_GAMMA))
 }
 
 const PIECE_KEYS: usize = 2 * 6 * NUM_SQUARES;
@@ -23,9 +31,8 @@ const fn keys() -> [u64; TOTAL] {
     let mut state = 0x4d69_785a_6572_6f21; // "MixZero!"
     let mut i = 0;
     while i < TOTAL {
-        let (next, key) = splitmix(state);
-        state = next;
-        table[i] = key;
+        table[i] = splitmix64(state);
+        state = state.wrapping_add(GOLDEN_GAMMA);
         i += 1;
     }
     table

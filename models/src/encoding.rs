@@ -70,6 +70,7 @@ pub enum Side {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EncoderConfig {
     /// Positions encoded, the current one included.
     pub history: usize,
@@ -82,6 +83,12 @@ impl Default for EncoderConfig {
 }
 
 impl EncoderConfig {
+    pub fn validate(&self) -> Result<(), engine::InvalidKey> {
+        engine::check((1..=16).contains(&self.history), "history", || {
+            format!("{} (expected 1..=16)", self.history)
+        })
+    }
+
     pub fn planes(&self) -> usize {
         self.history * PIECE_PLANES + feature::COUNT
     }

@@ -11,7 +11,9 @@ use crate::policy::MOVE_TYPES;
 
 const BOARD: i64 = 10;
 
-/// Size and shape of the network.
+/// Size and shape of the network. The serde defaults serve weights files
+/// written before a key existed; a config file takes every missing key from
+/// the embedded `configs/default.toml`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetConfig {
@@ -28,7 +30,14 @@ pub struct NetConfig {
     /// Hidden units of the value head.
     #[serde(default = "default_value_hidden")]
     pub value_hidden: usize,
+    /// An auxiliary head predicting the material balance a few plies later
+    /// (training only: it shapes the trunk, the search never sees it).
+    #[serde(default)]
+    pub material_head: bool,
 }
+
+/// Channels of the material head's 1x1 convolution.
+const MATERIAL_CHANNELS: i64 = 8;
 
 fn default_value_channels() -> usize {
     32
@@ -46,6 +55,7 @@ impl NetConfig {
             se_ratio: 0,
             value_channels: default_value_channels(),
             value_hidden: default_value_hidden(),
+            material_head: false,
         }
     }
 
@@ -55,23 +65,34 @@ impl NetConfig {
         format!("{}x{}{se}", self.blocks, self.channels)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        if self.blocks == 0 || self.blocks > 64 {
-            return Err(format!("blocks = {} (expected 1..=64)", self.blocks));
-        }
-        if self.channels == 0 || self.channels > 1024 {
-            return Err(format!("channels = {} (expected 1..=1024)", self.channels));
-        }
-        if self.se_ratio > 0 && self.channels / self.se_ratio == 0 {
-            return Err(format!(
-                "se_ratio = {} leaves no channels out of {}",
-                self.se_ratio, self.channels
-            ));
-        }
-        if self.value_channels == 0 || self.value_hidden == 0 {
-            return Err("value_channels and value_hidden must be positive".to_string());
-        }
-        Ok(())
+    pub fn validate(&self) -> Result<(), engine::InvalidKey> {
+        use engine::check;
+        check((1..=64).contains(&self.blocks), "blocks", || {
+            format!("{} (expected 1..=64)", self.blocks)
+        })?;
+        check((1..=1024).contains(&self.channels), "channels", || {
+            format!("{} (expected 1..=1024)", self.channels)
+        })?;
+        check(
+            self.se_ratio == 0 || self.channels / self.se_ratio > 0,
+            "se_ratio",
+            || {
+                format!(
+                    "{} leaves no channels out of {}",
+                    self.se_ratio, self.channels
+                )
+            },
+        )?;
+        check(
+            (1..=1024).contains(&self.value_channels),
+            "value_channels",
+            || format!("{} (expected 1..=1024)", self.value_channels),
+        )?;
+        check(
+            (1..=65_536).contains(&self.value_hidden),
+            "value_hidden",
+            || format!("{} (expected 1..=65536)", self.value_hidden),
+        )
     }
 }
 
@@ -125,6 +146,10 @@ impl Architecture {
             Layer::Linear(vc * squares, vh),
             Layer::Linear(vh, 3),
         ]);
+        if self.net.material_head {
+            let mc = MATERIAL_CHANNELS as u64;
+            layers.extend([conv(c, mc, 1, false), Layer::Linear(mc * squares, 1)]);
+        }
         layers
     }
 }
@@ -227,6 +252,17 @@ pub struct Net {
     tower: nn::SequentialT,
     policy: nn::FuncT<'static>,
     value: nn::FuncT<'static>,
+    material: Option<nn::FuncT<'static>>,
+}
+
+/// Every head's output, for training.
+pub struct Heads {
+    /// Policy logits `[N, 8900]`.
+    pub policy: Tensor,
+    /// Win/draw/loss logits `[N, 3]`.
+    pub value: Tensor,
+    /// Material balance predictions `[N]` in (-1, 1), with the material head.
+    pub material: Option<Tensor>,
 }
 
 impl std::fmt::Debug for Net {
@@ -294,6 +330,23 @@ impl Net {
                 .apply(&value_fc2)
         });
 
+        let material = arch.net.material_head.then(|| {
+            let conv = conv_bn_relu(&p / "material" / "conv", c, MATERIAL_CHANNELS, 1);
+            let fc = nn::linear(
+                &p / "material" / "fc",
+                MATERIAL_CHANNELS * BOARD * BOARD,
+                1,
+                Default::default(),
+            );
+            nn::func_t(move |xs, train| {
+                xs.apply_t(&conv, train)
+                    .flatten(1, -1)
+                    .apply(&fc)
+                    .tanh()
+                    .view([-1])
+            })
+        });
+
         Net {
             vs,
             arch,
@@ -301,6 +354,7 @@ impl Net {
             tower,
             policy,
             value,
+            material,
         }
     }
 
@@ -308,15 +362,31 @@ impl Net {
     /// planes `[N, planes, 10, 10]` (of any float kind: they are cast to the
     /// net's), both of the net's kind.
     pub fn forward_t(&self, xs: &Tensor, train: bool) -> (Tensor, Tensor) {
-        let trunk = if xs.kind() == self.kind {
-            xs.apply_t(&self.tower, train)
-        } else {
-            xs.to_kind(self.kind).apply_t(&self.tower, train)
-        };
+        let trunk = self.trunk(xs, train);
         (
             trunk.apply_t(&self.policy, train),
             trunk.apply_t(&self.value, train),
         )
+    }
+
+    /// Every head, auxiliary ones included.
+    pub fn forward_heads(&self, xs: &Tensor, train: bool) -> Heads {
+        let trunk = self.trunk(xs, train);
+        Heads {
+            policy: trunk.apply_t(&self.policy, train),
+            value: trunk.apply_t(&self.value, train),
+            material: self
+                .material
+                .as_ref()
+                .map(|head| trunk.apply_t(head, train)),
+        }
+    }
+
+    fn trunk(&self, xs: &Tensor, train: bool) -> Tensor {
+        match xs.kind() == self.kind {
+            true => xs.apply_t(&self.tower, train),
+            false => xs.to_kind(self.kind).apply_t(&self.tower, train),
+        }
     }
 
     pub fn arch(&self) -> Architecture {
@@ -387,14 +457,33 @@ mod tests {
         assert_eq!(policy.size(), [3, POLICY_SIZE as i64]);
         assert_eq!(value.size(), [3, 3]);
         assert!(net.parameter_count() > 0);
+        assert!(net.forward_heads(&xs, false).material.is_none());
+        let with_material = Net::new(
+            Architecture {
+                net: NetConfig {
+                    material_head: true,
+                    ..arch.net
+                },
+                ..arch
+            },
+            Device::Cpu,
+        );
+        let heads = tch::no_grad(|| with_material.forward_heads(&xs, false));
+        assert_eq!(heads.material.unwrap().size(), [3]);
     }
 
     #[test]
     fn the_layer_walk_matches_the_built_net() {
-        for (blocks, channels, se_ratio) in [(1, 8, 0), (2, 16, 4), (4, 32, 0), (3, 24, 2)] {
+        for (blocks, channels, se_ratio, material_head) in [
+            (1, 8, 0, false),
+            (2, 16, 4, true),
+            (4, 32, 0, true),
+            (3, 24, 2, false),
+        ] {
             let arch = Architecture {
                 net: NetConfig {
                     se_ratio,
+                    material_head,
                     ..NetConfig::new(blocks, channels)
                 },
                 encoder: EncoderConfig { history: 2 },

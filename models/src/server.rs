@@ -43,29 +43,28 @@ pub struct ServerConfig {
     /// How long a partial batch waits for more positions, in microseconds.
     pub max_wait_us: u64,
     /// libtorch intra-op threads of each replica's thread (0 = one per core).
-    #[serde(default)]
     pub threads: usize,
     /// Server threads, each with its own copy of the network (at least 1).
-    #[serde(default = "one")]
     pub replicas: usize,
     /// The replicas' number format: `auto` is bf16 on a GPU, fp32 on a CPU.
-    #[serde(default)]
     pub precision: Precision,
 }
 
-fn one() -> usize {
-    1
-}
-
-impl Default for ServerConfig {
-    fn default() -> ServerConfig {
-        ServerConfig {
-            max_batch: 256,
-            max_wait_us: 1000,
-            threads: 0,
-            replicas: 1,
-            precision: Precision::Auto,
-        }
+impl ServerConfig {
+    pub fn validate(&self) -> Result<(), engine::InvalidKey> {
+        use engine::check;
+        check((1..=65_536).contains(&self.max_batch), "max_batch", || {
+            format!("{} (expected 1..=65536)", self.max_batch)
+        })?;
+        check(self.max_wait_us <= 10_000_000, "max_wait_us", || {
+            format!("{} (expected at most 10 s)", self.max_wait_us)
+        })?;
+        check(self.threads <= 1024, "threads", || {
+            format!("{} (expected 0..=1024)", self.threads)
+        })?;
+        check((1..=256).contains(&self.replicas), "replicas", || {
+            format!("{} (expected 1..=256)", self.replicas)
+        })
     }
 }
 

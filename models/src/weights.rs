@@ -46,6 +46,12 @@ pub enum WeightsError {
         name: String,
         why: String,
     },
+    #[error("{path}: the tensor data do not match the file's checksum (damaged file?): {found}, recorded {recorded}")]
+    Checksum {
+        path: String,
+        recorded: String,
+        found: String,
+    },
     #[error("{path}: tensors {names:?} are not part of a {arch} network")]
     UnexpectedTensors {
         path: String,
@@ -74,6 +80,10 @@ pub fn to_bytes(net: &Net) -> Vec<u8> {
         })
         .collect();
     data.sort_by(|a, b| a.0.cmp(&b.0));
+    let checksum = checksum(
+        data.iter()
+            .map(|(name, _, bytes)| (name.as_str(), bytes.as_slice())),
+    );
     let views: Vec<(String, TensorView<'_>)> = data
         .iter()
         .map(|(name, shape, bytes)| {
@@ -88,8 +98,20 @@ pub fn to_bytes(net: &Net) -> Vec<u8> {
         ("format_version".to_string(), FORMAT_VERSION.to_string()),
         ("encoding_version".to_string(), ENCODING_VERSION.to_string()),
         ("architecture".to_string(), arch),
+        ("checksum".to_string(), checksum),
     ]);
     safetensors::serialize(views, Some(metadata)).expect("in-memory serialisation")
+}
+
+/// CRC-32 of every tensor's name and data, in name order, as `crc32:xxxxxxxx`:
+/// the safetensors header is checked by its parser, the data only by this.
+fn checksum<'a>(tensors: impl Iterator<Item = (&'a str, &'a [u8])>) -> String {
+    let mut hasher = crc32fast::Hasher::new();
+    for (name, data) in tensors {
+        hasher.update(name.as_bytes());
+        hasher.update(data);
+    }
+    format!("crc32:{:08x}", hasher.finalize())
 }
 
 /// Writes the weights atomically (temporary file, then rename).
@@ -160,7 +182,10 @@ pub fn read_architecture(bytes: &[u8], path: &str) -> Result<Architecture, Weigh
     .map_err(|e| bad("architecture", e.to_string()))?;
     arch.net
         .validate()
-        .map_err(|why| bad("architecture", why))?;
+        .map_err(|why| bad("architecture", why.to_string()))?;
+    arch.encoder
+        .validate()
+        .map_err(|why| bad("architecture", format!("encoder {why}")))?;
     Ok(arch)
 }
 
@@ -171,6 +196,32 @@ pub fn from_bytes(bytes: &[u8], path: &str, device: Device) -> Result<Net, Weigh
         path: path.to_string(),
         source,
     })?;
+    // Files written before checksums existed have none, and load unchecked.
+    let (_, metadata) =
+        SafeTensors::read_metadata(bytes).map_err(|source| WeightsError::Format {
+            path: path.to_string(),
+            source,
+        })?;
+    if let Some(recorded) = metadata.metadata().as_ref().and_then(|m| m.get("checksum")) {
+        let mut names = tensors.names();
+        names.sort();
+        let views = names
+            .iter()
+            .map(|&name| tensors.tensor(name).map(|view| (name, view)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| WeightsError::Format {
+                path: path.to_string(),
+                source,
+            })?;
+        let found = checksum(views.iter().map(|(name, view)| (*name, view.data())));
+        if &found != recorded {
+            return Err(WeightsError::Checksum {
+                path: path.to_string(),
+                recorded: recorded.clone(),
+                found,
+            });
+        }
+    }
     let mut net = Net::new(arch, device);
     let tensor_error = |name: &str, why: String| WeightsError::Tensor {
         path: path.to_string(),
@@ -290,6 +341,19 @@ mod tests {
             from_bytes(&other, "other", Device::Cpu).unwrap_err(),
             WeightsError::NotMixzero { .. }
         ));
+    }
+
+    #[test]
+    fn damaged_tensor_data_fail_the_checksum() {
+        let bytes = to_bytes(&small());
+        // Two bytes flipped near the end, inside the tensor data.
+        let mut damaged = bytes.clone();
+        let at = bytes.len() - 40;
+        damaged[at] ^= 0x01;
+        damaged[at + 1] ^= 0x80;
+        let err = from_bytes(&damaged, "damaged", Device::Cpu).unwrap_err();
+        assert!(matches!(err, WeightsError::Checksum { .. }), "{err}");
+        assert!(from_bytes(&bytes, "intact", Device::Cpu).is_ok());
     }
 
     #[test]

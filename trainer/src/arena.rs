@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -86,12 +86,17 @@ pub struct ArenaArgs {
 }
 
 /// A parsed `--player` value.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum PlayerSpec {
     /// `random`, `greedy` or `alphabeta:D`, checked by [`player_from_spec`].
     Builtin(String),
-    /// A weights file (resolved) searched with MCTS.
-    Network { weights: PathBuf, budget: Budget },
+    /// A weights file (resolved) searched with MCTS with `search` (its
+    /// `history` is the net's, set when the match starts).
+    Network {
+        weights: PathBuf,
+        budget: Budget,
+        search: SearchConfig,
+    },
     /// An external engine.
     Uci(UciConfig),
 }
@@ -114,24 +119,17 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
         Err(e @ PlayerSpecError::Depth(_)) => bail!("player `{spec}`: {e}"),
         Err(PlayerSpecError::Unknown(_)) => {}
     }
-    let (path, budget) = match spec.rsplit_once(':') {
-        Some((path, option)) if option.contains('=') => {
-            let (key, value) = option.split_once('=').unwrap_or_default();
-            let number = value.parse::<u32>().ok().filter(|&n| n >= 1);
-            let budget = match key {
-                "playouts" => number.map(Budget::Playouts),
-                "movetime" => number.map(|ms| Budget::Movetime(Duration::from_millis(ms.into()))),
-                _ => bail!(
-                    "player `{spec}`: unknown option `{option}` \
-                     (expected playouts=N or movetime=MS)"
-                ),
-            }
-            .with_context(|| {
-                format!("player `{spec}`: {key} `{value}` is not a whole number >= 1")
-            })?;
-            (path, budget)
+    let (path, budget, search) = match spec.rsplit_once(':') {
+        Some((path, options)) if options.contains('=') => {
+            let (budget, search) =
+                parse_network_options(options).with_context(|| format!("player `{spec}`"))?;
+            (path, budget, search)
         }
-        _ => (spec, Budget::Playouts(DEFAULT_PLAYOUTS)),
+        _ => (
+            spec,
+            Budget::Playouts(DEFAULT_PLAYOUTS),
+            SearchConfig::default(),
+        ),
     };
     if !Path::new(path).exists() {
         bail!(
@@ -140,7 +138,84 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
         );
     }
     let weights = resolve_weights(Path::new(path)).with_context(|| format!("player `{spec}`"))?;
-    Ok(PlayerSpec::Network { weights, budget })
+    Ok(PlayerSpec::Network {
+        weights,
+        budget,
+        search,
+    })
+}
+
+/// The search settings a network spec's options may set, each a field of
+/// [`SearchConfig`] (`leaves` is `leaves_in_flight`).
+const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
+                           virtual_loss, win_check, capture_prior";
+
+/// A network spec's `key=value;...` options: the budget (`playouts=N` or
+/// `movetime=MS`, default 100 playouts) and search settings over
+/// [`SearchConfig::default`].
+fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
+    let mut budget = Budget::Playouts(DEFAULT_PLAYOUTS);
+    let mut search = SearchConfig::default();
+    for option in options.split(';').filter(|o| !o.is_empty()) {
+        let Some((key, value)) = option.split_once('=') else {
+            bail!("option `{option}` is not key=value");
+        };
+        let whole = || {
+            value
+                .parse::<u32>()
+                .ok()
+                .filter(|&n| n >= 1)
+                .with_context(|| format!("{key} `{value}` is not a whole number >= 1"))
+        };
+        let real = |range: std::ops::Range<f32>| {
+            value
+                .parse::<f32>()
+                .ok()
+                .filter(|x| range.contains(x))
+                .with_context(|| format!("{key} `{value}` is not a number in {range:?}"))
+        };
+        match key {
+            "playouts" => budget = Budget::Playouts(whole()?),
+            "movetime" => budget = Budget::Movetime(Duration::from_millis(whole()?.into())),
+            "c_puct" => search.c_puct = real(0.001..100.0)?,
+            "c_puct_base" => search.c_puct_base = real(1.0..1e9)?,
+            "c_puct_factor" => search.c_puct_factor = real(0.0..100.0)?,
+            "fpu_reduction" => search.fpu_reduction = real(-10.0..10.0)?,
+            "leaves" => search.leaves_in_flight = whole()? as usize,
+            "virtual_loss" => search.virtual_loss = real(0.0..100.0)?,
+            "capture_prior" => search.capture_prior = real(0.0..1.0)?,
+            "win_check" => {
+                search.win_check = match value {
+                    "1" | "true" => true,
+                    "0" | "false" => false,
+                    _ => bail!("win_check `{value}` is not 0, 1, true or false"),
+                }
+            }
+            _ => bail!(
+                "unknown option `{option}` (expected playouts=N or movetime=MS, \
+                 or a search setting: {SEARCH_KEYS})"
+            ),
+        }
+    }
+    Ok((budget, search))
+}
+
+/// The spec of the network at `weights` searched with `playouts` and the
+/// play-time settings of `search`: what [`parse_spec`] reads back.
+pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> String {
+    format!(
+        "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
+         leaves={};virtual_loss={};win_check={};capture_prior={}",
+        weights.display(),
+        search.c_puct,
+        search.c_puct_base,
+        search.c_puct_factor,
+        search.fpu_reduction,
+        search.leaves_in_flight,
+        search.virtual_loss,
+        search.win_check as u8,
+        search.capture_prior
+    )
 }
 
 /// The weights file behind `path`: a weights file itself, a `latest` file
@@ -406,6 +481,18 @@ struct Finished {
     forfeit: Option<Forfeit>,
 }
 
+/// Sees every arena game of this process after each move, with the
+/// names of White and Black (`mixzero arena --serve` shows them live).
+/// Unset, games are not watched.
+pub static WATCHER: OnceLock<GameWatcher> = OnceLock::new();
+pub type GameWatcher = Box<dyn Fn([&str; 2], &Game) + Send + Sync>;
+
+fn watch(names: [&str; 2], game: &Game) {
+    if let Some(watcher) = WATCHER.get() {
+        watcher(names, game);
+    }
+}
+
 /// Plays `opening` from the start position, then lets the players move
 /// until the game ends or reaches `max_plies`. A player that gives no legal
 /// move loses by adjudication, with the reason returned.
@@ -423,6 +510,7 @@ fn play_one(
     }
     let [white, black] = seats;
     while game.outcome().is_none() {
+        watch(names, &game);
         if cancel.load(Ordering::Relaxed) {
             return None;
         }
@@ -445,21 +533,21 @@ fn play_one(
             game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
             let name = names[mover.index()];
             let note = format!("{mover:?} ({name}) forfeits: {}", forfeit.note);
+            watch(names, &game);
             return Some((game, Some(Forfeit { note, ..forfeit })));
         }
     }
+    watch(names, &game);
     Some((game, None))
 }
 
 /// A seed for each (match seed, stream, index), so games and openings differ.
 fn mix_seed(seed: u64, stream: u64, index: u64) -> u64 {
-    let mut x = seed
-        ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93)
-        ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     // splitmix64's finaliser, so nearby inputs give unrelated seeds.
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+    engine::mix64(
+        seed ^ stream.wrapping_mul(0xD6E8_FEB8_6659_FD93)
+            ^ index.wrapping_mul(engine::GOLDEN_GAMMA),
+    )
 }
 
 /// The game as PGN; a forfeit sets `Termination` and adds its note as a
@@ -526,6 +614,14 @@ pub fn play_match(
             }
         }
     }
+    let max_leaves = specs
+        .iter()
+        .map(|spec| match spec {
+            PlayerSpec::Network { search, .. } => search.leaves_in_flight,
+            _ => 1,
+        })
+        .max()
+        .unwrap_or(1);
     let device = models::device();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut servers = HashMap::new();
@@ -536,7 +632,7 @@ pub fn play_match(
             net,
             ServerConfig {
                 // Positions, not games: each search sends a batch of leaves.
-                max_batch: concurrency * SearchConfig::default().leaves_in_flight,
+                max_batch: concurrency * max_leaves,
                 max_wait_us: MAX_WAIT_US,
                 threads: args.threads.unwrap_or((cores / networks.len()).max(1)),
                 replicas: 1,
@@ -549,14 +645,20 @@ pub fn play_match(
     for (spec, given) in specs.into_iter().zip([&spec1, &spec2]) {
         makers.push(match spec {
             PlayerSpec::Builtin(spec) => Maker::Builtin(spec),
-            PlayerSpec::Network { weights, budget } => {
+            PlayerSpec::Network {
+                weights,
+                budget,
+                search,
+            } => {
                 let (server, history) = &servers[&key(&weights)];
                 Maker::Network {
                     client: server.client(),
                     budget,
                     config: SearchConfig {
                         history: *history,
-                        ..SearchConfig::default()
+                        // Play is deterministic given the seed: no root noise.
+                        dirichlet_epsilon: 0.0,
+                        ..search
                     },
                 }
             }
@@ -967,7 +1069,8 @@ mod tests {
             parse_spec(&spec).unwrap(),
             PlayerSpec::Network {
                 weights: weights.clone(),
-                budget: Budget::Playouts(7)
+                budget: Budget::Playouts(7),
+                search: SearchConfig::default(),
             }
         );
         let spec = format!("{}:movetime=250", weights.display());
@@ -975,7 +1078,42 @@ mod tests {
             parse_spec(&spec).unwrap(),
             PlayerSpec::Network {
                 weights: weights.clone(),
-                budget: Budget::Movetime(Duration::from_millis(250))
+                budget: Budget::Movetime(Duration::from_millis(250)),
+                search: SearchConfig::default(),
+            }
+        );
+        let spec = format!(
+            "{}:capture_prior=0;playouts=30;c_puct=2.5;win_check=0",
+            dir.display()
+        );
+        assert_eq!(
+            parse_spec(&spec).unwrap(),
+            PlayerSpec::Network {
+                weights: weights.clone(),
+                budget: Budget::Playouts(30),
+                search: SearchConfig {
+                    capture_prior: 0.0,
+                    c_puct: 2.5,
+                    win_check: false,
+                    ..SearchConfig::default()
+                },
+            }
+        );
+        // What the ladder writes reads back as the same settings.
+        let search = SearchConfig {
+            c_puct: 1.5,
+            fpu_reduction: 0.1,
+            leaves_in_flight: 4,
+            capture_prior: 0.05,
+            win_check: false,
+            ..SearchConfig::default()
+        };
+        assert_eq!(
+            parse_spec(&network_spec(&weights, 64, &search)).unwrap(),
+            PlayerSpec::Network {
+                weights: weights.clone(),
+                budget: Budget::Playouts(64),
+                search,
             }
         );
         for bad in [
@@ -984,6 +1122,12 @@ mod tests {
             "playout=5",
             "movetime=0",
             "movetime=",
+            "playouts=5;capture_prior=1",
+            "playouts=5;capture_prior=-0.1",
+            "c_puct=x",
+            "win_check=2",
+            "playouts=5;leaves=0",
+            "playouts=5;nonsense",
         ] {
             let spec = format!("{}:{bad}", dir.display());
             assert!(parse_spec(&spec).is_err(), "{spec}");

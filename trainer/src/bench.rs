@@ -1,7 +1,7 @@
 //! Benchmarks: the inference server against bare forward passes (`bench nn`),
 //! MCTS through the server (`bench search`) and self-play (`bench selfplay`).
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -454,6 +454,8 @@ pub struct SelfPlayRow {
     pub positions_per_s: f64,
     pub nodes_per_s: f64,
     pub mean_batch: f64,
+    /// Distinct positions at ply 10 among the games that got there.
+    pub distinct_ply10_share: f64,
 }
 
 /// Self-play with `config` for `seconds`, evaluated by `backend`; games
@@ -478,25 +480,28 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
     let stop = AtomicBool::new(false);
     let network = AtomicU32::new(0);
     let start = Instant::now();
-    let (games, plies, nodes) = std::thread::scope(|scope| {
+    let (games, plies, nodes, ply10) = std::thread::scope(|scope| {
         let workers = scope.spawn(|| {
             run_workers(
                 &config.selfplay,
                 &config.search,
                 evaluator,
                 &network,
+                &AtomicU64::new(0),
                 &stop,
                 seed,
                 tx,
             )
         });
         let (mut games, mut plies, mut nodes) = (0u64, 0u64, 0u64);
+        let mut ply10 = Vec::new();
         let deadline = start + Duration::from_secs_f64(seconds);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             if let Ok(finished) = rx.recv_timeout(left) {
                 games += 1;
                 plies += finished.stats.plies as u64;
                 nodes += finished.stats.nodes;
+                ply10.extend(finished.stats.key_at_ply10);
             }
         }
         // Games still running stop at their next search.
@@ -506,8 +511,13 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
             server.shutdown();
         }
         let _ = workers.join();
-        (games, plies, nodes)
+        (games, plies, nodes, ply10)
     });
+    let reached = ply10.len();
+    let distinct = ply10
+        .into_iter()
+        .collect::<std::collections::HashSet<u64>>()
+        .len();
     let elapsed = seconds.max(start.elapsed().as_secs_f64().min(seconds));
     SelfPlayRow {
         net: config.net.name(),
@@ -522,5 +532,6 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
         positions_per_s: plies as f64 / elapsed,
         nodes_per_s: nodes as f64 / elapsed,
         mean_batch: client.map_or(0.0, |c| c.stats().mean_batch()),
+        distinct_ply10_share: distinct as f64 / reached.max(1) as f64,
     }
 }

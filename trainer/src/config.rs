@@ -1,14 +1,18 @@
-//! Run configuration in TOML. Unknown keys and bad values are errors that
-//! name the key.
+//! Run configuration in TOML. The embedded `configs/default.toml` is the one
+//! source of every default: a user's file is laid over it key by key, so a
+//! key left out takes the default file's value. Unknown keys, values of the
+//! wrong type and values out of range are errors naming the file and the
+//! `section.key`.
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use engine::mcts::SearchConfig;
+use engine::InvalidKey;
 use models::encoding::EncoderConfig;
 use models::net::{Architecture, NetConfig};
 use models::server::ServerConfig;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use crate::ladder::EvaluationConfig;
 use crate::replay::ReplayConfig;
@@ -29,23 +33,61 @@ pub struct Config {
     pub selfplay: SelfPlayConfig,
     pub replay: ReplayConfig,
     pub training: TrainingConfig,
-    #[serde(default)]
     pub evaluation: EvaluationConfig,
 }
 
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config {origin} is not valid TOML: {source}")]
+    Toml {
+        origin: String,
+        source: toml::de::Error,
+    },
+    #[error("config {origin}: {key}: {why}")]
+    Key {
+        origin: String,
+        /// `section.key`, or the section for a key it does not have.
+        key: String,
+        why: String,
+    },
+}
+
 impl Config {
-    pub fn parse(text: &str, origin: &str) -> Result<Config> {
-        let config: Config =
-            toml::from_str(text).with_context(|| format!("invalid config {origin}"))?;
-        config
-            .validate()
-            .with_context(|| format!("invalid config {origin}"))?;
+    /// Parses `text` (named `origin` in errors) laid over the embedded
+    /// default config, and checks every value.
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let user: toml::Table = text.parse().map_err(|source| ConfigError::Toml {
+            origin: origin.to_string(),
+            source,
+        })?;
+        let mut merged: toml::Table = DEFAULT_TOML.parse().expect("the embedded default parses");
+        lay_over(&mut merged, user);
+        let config: Config = serde_path_to_error::deserialize(merged).map_err(|e| {
+            let key = e.path().to_string();
+            ConfigError::Key {
+                origin: origin.to_string(),
+                key,
+                why: e.into_inner().message().to_string(),
+            }
+        })?;
+        config.validate().map_err(|(key, why)| ConfigError::Key {
+            origin: origin.to_string(),
+            key,
+            why,
+        })?;
         Ok(config)
     }
 
-    pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read config {}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         Config::parse(&text, &path.display().to_string())
     }
 
@@ -58,6 +100,11 @@ impl Config {
         Config::parse(GPU_TOML, "configs/gpu.toml").expect("embedded GPU config is valid")
     }
 
+    /// The config as TOML: every key, resolved.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("a config serialises")
+    }
+
     pub fn arch(&self) -> Architecture {
         Architecture {
             net: self.net,
@@ -65,55 +112,49 @@ impl Config {
         }
     }
 
-    fn validate(&self) -> Result<()> {
-        if let Err(why) = self.net.validate() {
-            bail!("[net] {why}");
+    /// Every section's own checks, then those across sections; an error is
+    /// `(section.key, why)`.
+    fn validate(&self) -> Result<(), (String, String)> {
+        let within = |section: &str| {
+            let section = section.to_string();
+            move |e: InvalidKey| (format!("{section}.{}", e.key), e.why)
+        };
+        self.net.validate().map_err(within("net"))?;
+        self.encoder.validate().map_err(within("encoder"))?;
+        self.inference.validate().map_err(within("inference"))?;
+        self.search.validate().map_err(within("search"))?;
+        self.selfplay.validate().map_err(within("selfplay"))?;
+        self.replay.validate().map_err(within("replay"))?;
+        self.training.validate().map_err(within("training"))?;
+        self.evaluation.validate().map_err(within("evaluation"))?;
+        if self.search.history < self.encoder.history {
+            return Err((
+                "search.history".into(),
+                format!(
+                    "{} must cover encoder.history = {}",
+                    self.search.history, self.encoder.history
+                ),
+            ));
         }
-        if self.encoder.history == 0 || self.encoder.history > 16 {
-            bail!(
-                "[encoder] history = {} (expected 1..=16)",
-                self.encoder.history
-            );
-        }
-        if self.inference.max_batch == 0 || self.inference.max_batch > 65_536 {
-            bail!(
-                "[inference] max_batch = {} (expected 1..=65536)",
-                self.inference.max_batch
-            );
-        }
-        if self.inference.replicas == 0 || self.inference.replicas > 256 {
-            bail!(
-                "[inference] replicas = {} (expected 1..=256)",
-                self.inference.replicas
-            );
-        }
-        let search = &self.search;
-        if search.leaves_in_flight == 0 || search.c_puct <= 0.0 || search.virtual_loss < 0.0 {
-            bail!("[search] leaves_in_flight >= 1, c_puct > 0 and virtual_loss >= 0 required");
-        }
-        if !(0.0..=1.0).contains(&search.dirichlet_epsilon) || search.dirichlet_alpha_total <= 0.0 {
-            bail!("[search] dirichlet_epsilon in [0, 1] and dirichlet_alpha_total > 0 required");
-        }
-        if !(0.0..1.0).contains(&search.capture_prior) {
-            bail!(
-                "[search] capture_prior = {} (expected 0 <= capture_prior < 1)",
-                search.capture_prior
-            );
-        }
-        if search.history < self.encoder.history {
-            bail!(
-                "[search] history = {} must cover [encoder] history = {}",
-                search.history,
-                self.encoder.history
-            );
-        }
-        self.selfplay.validate().map_err(anyhow::Error::msg)?;
-        self.training.validate().map_err(anyhow::Error::msg)?;
-        self.evaluation.validate().map_err(anyhow::Error::msg)?;
-        if self.replay.min_window == 0 || self.replay.max_window < self.replay.min_window {
-            bail!("[replay] need 0 < min_window <= max_window");
+        if self.training.material_weight > 0.0 && !self.net.material_head {
+            return Err((
+                "training.material_weight".into(),
+                "a weight above 0 needs net.material_head = true".into(),
+            ));
         }
         Ok(())
+    }
+}
+
+/// Lays `over` onto `base`: tables merge key by key, anything else replaces.
+fn lay_over(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(base)), toml::Value::Table(over)) => lay_over(base, over),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
     }
 }
 
@@ -127,41 +168,123 @@ mod tests {
         assert_eq!(Config::gpu_config().net.name(), "15x192se");
     }
 
+    /// `section.key` of every value in a TOML text's tables.
+    fn keys(text: &str) -> Vec<(String, toml::Value)> {
+        let table: toml::Table = text.parse().unwrap();
+        table
+            .into_iter()
+            .flat_map(|(section, value)| match value {
+                toml::Value::Table(keys) => keys
+                    .into_iter()
+                    .map(|(key, value)| (format!("{section}.{key}"), value))
+                    .collect::<Vec<_>>(),
+                _ => panic!("{section} is not a section"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_key_round_trips_and_the_default_file_has_them_all() {
+        for (text, origin) in [(DEFAULT_TOML, "default"), (GPU_TOML, "gpu")] {
+            let config = Config::parse(text, origin).unwrap();
+            let resolved = config.to_toml();
+            assert_eq!(Config::parse(&resolved, "resolved").unwrap(), config);
+            let written: Vec<String> = keys(&resolved).into_iter().map(|(k, _)| k).collect();
+            for (key, value) in keys(text) {
+                assert!(written.contains(&key), "{origin}: {key} not written");
+                // The value read is the value written.
+                let again = keys(&resolved)
+                    .into_iter()
+                    .find(|(k, _)| *k == key)
+                    .unwrap()
+                    .1;
+                let same = match (&value, &again) {
+                    (toml::Value::Integer(a), toml::Value::Float(b)) => *a as f64 == *b,
+                    _ => value == again,
+                };
+                assert!(same, "{origin}: {key} = {value} read back as {again}");
+            }
+        }
+        // The default file names every key: it is where defaults come from.
+        let all: Vec<String> = keys(&Config::default_config().to_toml())
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let listed: Vec<String> = keys(DEFAULT_TOML).into_iter().map(|(k, _)| k).collect();
+        for key in all {
+            assert!(listed.contains(&key), "configs/default.toml lacks {key}");
+        }
+    }
+
+    #[test]
+    fn a_missing_key_takes_the_default_files_value() {
+        let config = Config::parse("[replay]\nalpha = 0.5\n", "partial").unwrap();
+        let default = Config::default_config();
+        assert_eq!(config.replay.alpha, 0.5);
+        assert_eq!(
+            Config {
+                replay: default.replay,
+                ..config
+            },
+            default
+        );
+        assert_eq!(Config::parse("", "empty").unwrap(), default);
+    }
+
+    #[test]
+    fn every_number_out_of_range_names_its_key() {
+        for (key, value) in keys(DEFAULT_TOML) {
+            let bad = match value {
+                toml::Value::Float(_) => "nan",
+                toml::Value::Integer(_) => "-1",
+                _ => continue,
+            };
+            let (section, name) = key.split_once('.').unwrap();
+            let text = format!("[{section}]\n{name} = {bad}\n");
+            let err = Config::parse(&text, "mutated.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("mutated.toml") && err.contains(&key),
+                "{key} = {bad}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_keys_and_bad_values_name_the_key() {
         let cases = [
-            ("blocks", "blokcs", "blokcs"),
-            ("channels = 32", "channels = 0", "channels"),
-            ("history = 2", "history = \"x\"", "history"),
-            ("workers = 16", "workers = 0", "workers"),
-            ("optimizer = \"sgd\"", "optimizer = \"adam\"", "optimizer"),
+            ("[net]\nblokcs = 4", "net.blokcs"),
+            ("[net]\nchannels = 0", "net.channels"),
+            ("[encoder]\nhistroy = 2", "encoder.histroy"),
+            ("[encoder]\nhistory = \"x\"", "encoder.history"),
+            ("[search]\nc_puct = \"x\"", "search.c_puct"),
+            ("[training]\noptimizer = \"adam\"", "training.optimizer"),
+            ("[training]\nlearning_rate = 1.0", "training.learning_rate"),
             (
-                "[training]",
-                "[training]\nlearning_rate = 1.0",
-                "learning_rate",
+                "[training]\nlr_schedule = [[5, 0.1]]",
+                "training.lr_schedule",
             ),
+            ("[replay]\nalpha = 1.5", "replay.alpha"),
+            ("[net]\nmaterial_head = false", "training.material_weight"),
+            ("[search]\ncapture_prior = 1.0", "search.capture_prior"),
+            ("[search]\nhistory = 1", "search.history"),
             (
-                "value_q_share = 0.0",
-                "value_q_share = 0.6",
-                "value_material_share",
+                "[evaluation]\nbaselines = [\"grandmaster\"]",
+                "evaluation.baselines",
             ),
-            ("material_plies = 8", "material_plies = 0", "material_plies"),
-            (
-                "capture_prior = 0.2",
-                "capture_prior = 1.0",
-                "capture_prior",
-            ),
-            (
-                "material_scale = 3.0",
-                "material_scale = -1.0",
-                "material_scale",
-            ),
+            ("[nets]\nblocks = 4", "nets"),
         ];
-        for (from, to, key) in cases {
-            let text = DEFAULT_TOML.replacen(from, to, 1);
-            assert_ne!(text, DEFAULT_TOML, "{from}");
-            let err = Config::parse(&text, "test").unwrap_err();
-            assert!(format!("{err:#}").contains(key), "{key}: {err:#}");
+        for (text, key) in cases {
+            let err = Config::parse(text, "test.toml").unwrap_err().to_string();
+            assert!(
+                err.contains(key) && err.contains("test.toml"),
+                "{key}: {err}"
+            );
         }
+        let err = Config::parse("[net", "broken.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("broken.toml") && err.contains("TOML"), "{err}");
     }
 }

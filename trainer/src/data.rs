@@ -67,7 +67,7 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8;
 const CRC_LEN: usize = 4;
 const FLAG_TARGET: u8 = 1;
 const FLAG_SPARSE: u8 = 2;
-const REASONS: [Reason; 7] = [
+const REASONS: [Reason; 8] = [
     Reason::Checkmate,
     Reason::KingQuota,
     Reason::Stalemate,
@@ -75,6 +75,8 @@ const REASONS: [Reason; 7] = [
     Reason::FiftyMove,
     Reason::DeadPosition,
     Reason::Adjudication,
+    // Appended, so that files written before it read the same.
+    Reason::Resignation,
 ];
 
 /// What is wrong with a chunk, naming the file.

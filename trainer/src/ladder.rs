@@ -10,13 +10,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use anyhow::Result;
+use engine::mcts::SearchConfig;
+use engine::{check, InvalidKey};
 use serde::{Deserialize, Serialize};
 
 use crate::arena::{self, ArenaArgs, Openings, Summary};
 use crate::train::weights_file;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct EvaluationConfig {
     /// Rate every this many checkpoints against the baselines (0 = never).
     pub ladder_every: u32,
@@ -38,43 +40,34 @@ pub struct EvaluationConfig {
     pub max_plies: usize,
 }
 
-impl Default for EvaluationConfig {
-    fn default() -> EvaluationConfig {
-        EvaluationConfig {
-            ladder_every: 0,
-            baselines: vec!["random".into(), "greedy".into()],
-            ladder_games: 20,
-            gating: false,
-            gate_games: 40,
-            gate_threshold: 0.55,
-            playouts: 32,
-            concurrency: 4,
-            max_plies: 400,
-        }
-    }
-}
-
 impl EvaluationConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidKey> {
         for baseline in &self.baselines {
             engine::players::player_from_spec(baseline, 0)
-                .map_err(|e| format!("[evaluation] baselines: {e}"))?;
+                .map_err(|e| InvalidKey::new("baselines", e.to_string()))?;
         }
-        if self.ladder_every > 0 && (self.ladder_games == 0 || self.baselines.is_empty()) {
-            return Err("[evaluation] a ladder needs ladder_games >= 1 and a baseline".into());
-        }
-        if self.gating && self.gate_games == 0 {
-            return Err("[evaluation] gating needs gate_games >= 1".into());
-        }
-        if !(0.0..1.0).contains(&self.gate_threshold) {
-            return Err("[evaluation] gate_threshold must be in [0, 1)".into());
-        }
-        if self.playouts == 0 || self.concurrency == 0 || self.max_plies == 0 {
-            return Err(
-                "[evaluation] playouts, concurrency and max_plies must be at least 1".into(),
-            );
-        }
-        Ok(())
+        check(
+            self.ladder_every == 0 || (self.ladder_games >= 1 && !self.baselines.is_empty()),
+            "ladder_games",
+            || "a ladder needs ladder_games >= 1 and a baseline".into(),
+        )?;
+        check(!self.gating || self.gate_games >= 1, "gate_games", || {
+            "gating needs gate_games >= 1".into()
+        })?;
+        check(
+            (0.0..1.0).contains(&self.gate_threshold),
+            "gate_threshold",
+            || format!("{} (expected 0 <= threshold < 1)", self.gate_threshold),
+        )?;
+        check(self.playouts >= 1, "playouts", || {
+            "must be at least 1".into()
+        })?;
+        check(self.concurrency >= 1, "concurrency", || {
+            "must be at least 1".into()
+        })?;
+        check(self.max_plies >= 1, "max_plies", || {
+            "must be at least 1".into()
+        })
     }
 
     pub fn active(&self) -> bool {
@@ -125,7 +118,14 @@ pub struct Evaluations {
 }
 
 impl Evaluations {
-    pub fn start(config: EvaluationConfig, checkpoints: PathBuf, seed: u64) -> Evaluations {
+    /// Starts the evaluation thread; its networks play with the run's
+    /// `search` settings.
+    pub fn start(
+        config: EvaluationConfig,
+        search: SearchConfig,
+        checkpoints: PathBuf,
+        seed: u64,
+    ) -> Evaluations {
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (report_tx, reports) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
@@ -138,8 +138,10 @@ impl Evaluations {
                 let seed = seed.wrapping_add(round as u64);
                 let sent = match job {
                     Job::Rate { checkpoint, step } => config.baselines.iter().all(|baseline| {
-                        let players =
-                            [network(&checkpoints, checkpoint, &config), baseline.clone()];
+                        let players = [
+                            network(&checkpoints, checkpoint, &config, &search),
+                            baseline.clone(),
+                        ];
                         let played = play(&config, players, config.ladder_games, seed, &cancelled);
                         let report = report(played, false, |summary| Report::Rated {
                             checkpoint,
@@ -155,8 +157,8 @@ impl Evaluations {
                         step,
                     } => {
                         let players = [
-                            network(&checkpoints, candidate, &config),
-                            network(&checkpoints, best, &config),
+                            network(&checkpoints, candidate, &config, &search),
+                            network(&checkpoints, best, &config, &search),
                         ];
                         let played = play(&config, players, config.gate_games, seed, &cancelled);
                         let report = report(played, true, |summary| Report::Gated {
@@ -194,13 +196,15 @@ impl Evaluations {
     }
 }
 
-fn network(checkpoints: &Path, checkpoint: u32, config: &EvaluationConfig) -> String {
+/// The player spec of a checkpoint, searched with the run's own settings.
+fn network(
+    checkpoints: &Path,
+    checkpoint: u32,
+    config: &EvaluationConfig,
+    search: &SearchConfig,
+) -> String {
     let name = format!("{checkpoint:06}");
-    format!(
-        "{}:playouts={}",
-        weights_file(checkpoints, &name).display(),
-        config.playouts
-    )
+    arena::network_spec(&weights_file(checkpoints, &name), config.playouts, search)
 }
 
 impl Drop for Evaluations {

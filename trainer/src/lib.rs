@@ -2,6 +2,7 @@
 
 pub mod arena;
 pub mod bench;
+pub mod bootstrap;
 pub mod config;
 pub mod data;
 pub mod doctor;
@@ -13,6 +14,7 @@ pub mod progress;
 pub mod replay;
 pub mod run;
 pub mod selfplay;
+pub mod serve;
 pub mod sprt;
 pub mod train;
 pub mod uci;

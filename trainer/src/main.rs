@@ -32,14 +32,33 @@ enum Command {
     Perft(engine::cli::PerftArgs),
     /// Train by self-play (resumes an existing run directory).
     Train(trainer::run::TrainArgs),
-    /// Play a match between two players and rate them.
-    Arena(trainer::arena::ArenaArgs),
+    /// Play a match between two players and rate them (--serve: watch it in a browser).
+    Arena(trainer::serve::ArenaServeArgs),
     /// Write a checkpoint as a weights-only file (and optionally TorchScript).
     Export(trainer::export::ExportArgs),
     /// Run a network as a UCI engine on stdin/stdout.
     Uci(trainer::uci::UciArgs),
     /// Check libtorch, CUDA, the GPU, bf16, threads and the config's net.
     Doctor(trainer::doctor::DoctorArgs),
+    /// Print the resolved config, or check a config file.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// Play and watch in a browser: a page and its API on loopback.
+    Serve(trainer::serve::ServeArgs),
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print every key of a config (default: the embedded default) as it
+    /// resolves: the file laid over configs/default.toml.
+    Show {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Check a config file: exit 0 and say so, or name the bad `section.key`.
+    Check { file: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -138,6 +157,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: logs redirected to a file stay plain.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
     models::set_intra_op_threads(1);
@@ -153,10 +174,19 @@ fn main() -> ExitCode {
         } => bench_selfplay(args),
         Command::Perft(args) => engine::cli::run_perft(&args, &mut std::io::stdout().lock()),
         Command::Train(args) => trainer::run::run(args),
-        Command::Arena(args) => trainer::arena::run(args),
+        Command::Arena(args) => trainer::serve::run_arena(args),
         Command::Export(args) => trainer::export::run(args),
         Command::Uci(args) => trainer::uci::run(args),
         Command::Doctor(args) => trainer::doctor::run(args),
+        Command::Config {
+            what: ConfigCommand::Show { config },
+        } => load_config(&config).map(|c| print!("{}", c.to_toml())),
+        Command::Config {
+            what: ConfigCommand::Check { file },
+        } => Config::load(&file)
+            .map(|_| println!("{}: valid", file.display()))
+            .map_err(Into::into),
+        Command::Serve(args) => trainer::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -174,7 +204,7 @@ fn bench_nn(args: BenchNnArgs) -> Result<()> {
     } else {
         args.configs
             .iter()
-            .map(|p| Config::load(p))
+            .map(|p| Ok(Config::load(p)?))
             .collect::<Result<Vec<_>>>()?
     };
     let device = Device::cuda_if_available();
@@ -255,7 +285,7 @@ fn report(json: bool, row: &impl serde::Serialize, text: impl FnOnce() -> String
 
 fn load_config(path: &Option<PathBuf>) -> Result<Config> {
     match path {
-        Some(path) => Config::load(path),
+        Some(path) => Ok(Config::load(path)?),
         None => Ok(Config::default_config()),
     }
 }
@@ -300,7 +330,7 @@ fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
     let row = bench::selfplay_row(&config, backend, args.seconds, 1);
     report(args.json, &row, || {
         format!(
-            "{} ({}, {} workers): {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1})",
+            "{} ({}, {} workers): {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1}), {:.0}% distinct at ply 10",
             row.net,
             row.backend,
             row.workers,
@@ -309,7 +339,8 @@ fn bench_selfplay(args: BenchSelfplayArgs) -> Result<()> {
             row.games_per_hour,
             row.positions_per_s,
             row.nodes_per_s,
-            row.mean_batch
+            row.mean_batch,
+            100.0 * row.distinct_ply10_share
         )
     })
 }

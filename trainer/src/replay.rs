@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::players::material_balance;
-use engine::{Color, EvalRequest, Game, Move, Position, Reason, Wdl};
+use engine::{check, Color, EvalRequest, Game, InvalidKey, Move, Position, Reason, Wdl};
 use models::encoding::{encode, EncoderConfig};
 use models::policy::{move_index, POLICY_SIZE};
 use rand::Rng;
@@ -19,7 +19,7 @@ use crate::data::{self, DataError, GameRecord};
 /// data as KataGo's does: samples of the first, weak networks leave it soon
 /// while it is small, and it keeps growing, sublinearly, after that.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields)]
 pub struct ReplayConfig {
     /// The window holds every sample until there are this many.
     pub min_window: usize,
@@ -31,37 +31,25 @@ pub struct ReplayConfig {
     pub max_window: usize,
 }
 
-impl Default for ReplayConfig {
-    fn default() -> ReplayConfig {
-        ReplayConfig {
-            min_window: 20_000,
-            alpha: 0.75,
-            beta: 0.4,
-            max_window: 2_000_000,
-        }
-    }
-}
-
 impl ReplayConfig {
     /// These bounds keep `total - window(total)` from ever decreasing, so a
     /// dropped game never belongs in the window again.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.min_window == 0 {
-            return Err("min_window = 0 (expected at least 1)".into());
-        }
-        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
-            return Err(format!("alpha = {} (expected 0 < alpha <= 1)", self.alpha));
-        }
-        if !(0.0..=1.0).contains(&self.beta) {
-            return Err(format!("beta = {} (expected 0..=1)", self.beta));
-        }
-        if self.max_window < self.min_window {
-            return Err(format!(
-                "max_window = {} is below min_window = {}",
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        check(self.min_window >= 1, "min_window", || {
+            "must be at least 1".into()
+        })?;
+        check(self.alpha > 0.0 && self.alpha <= 1.0, "alpha", || {
+            format!("{} (expected 0 < alpha <= 1)", self.alpha)
+        })?;
+        check((0.0..=1.0).contains(&self.beta), "beta", || {
+            format!("{} (expected 0..=1)", self.beta)
+        })?;
+        check(self.max_window >= self.min_window, "max_window", || {
+            format!(
+                "{} is below min_window = {}",
                 self.max_window, self.min_window
-            ));
-        }
-        Ok(())
+            )
+        })
     }
 
     /// Samples in the window once `total` samples were ever produced:
@@ -113,24 +101,26 @@ pub struct TrainingSample {
     pub policy: Vec<f32>,
     /// The final result from the side to move's view: win, draw, loss.
     pub wdl: [f32; 3],
+    /// Whether the game has a result to learn: not for a game stopped at
+    /// the length cap, whose adjudicated result the position cannot tell.
+    pub result_known: bool,
     pub search_value: f32,
-    /// The side to move's material balance in pawns some plies later; `None`
-    /// when the rules ended the game before then.
-    pub material_later: Option<f32>,
+    /// The side to move's material balance in pawns some plies later (or at
+    /// the game's end, if sooner): the auxiliary material head's target.
+    pub material_later: f32,
 }
 
-/// How the value target blends the game result with two signals of less
-/// noise: the root search value (lc0's q ratio) and the material balance a
-/// few plies later (an auxiliary target in KataGo's spirit). One game's result
-/// says little about one position among random early play; the material soon
-/// after says at once which pieces were hanging.
+/// What the training targets are made of. The value target is the game
+/// result, with a share of the root search value (lc0's q ratio) if asked;
+/// the material balance a few plies later, squashed, is the target of the
+/// auxiliary material head, which shapes the trunk without feeding the
+/// value the search uses (KataGo's auxiliary targets).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ValueTarget {
+pub struct Targets {
     pub q_share: f32,
-    pub material_share: f32,
     /// How many plies later the material is read.
     pub material_plies: usize,
-    /// Pawns ahead that count as a value of tanh(1), about 0.76.
+    /// Pawns ahead that count as tanh(1), about 0.76.
     pub material_scale: f32,
 }
 
@@ -290,23 +280,20 @@ pub fn training_sample(
             .map(|&v| (v as f64 / total) as f32)
             .collect(),
         wdl: wdl_for(game.outcome.winner, pos.side_to_move()),
+        result_known: game.outcome.reason != Reason::Adjudication,
         search_value: record.search_value,
         material_later: material_later(game, ply, pos, material_plies),
     }
 }
 
 /// The balance, in pawns for the side to move at `ply`, `plies` later or at
-/// the end of an adjudicated game; `None` when the rules ended the game
-/// (mate, stalemate, a draw rule) by then, since its result is exact.
-fn material_later(game: &GameRecord, ply: usize, pos: Position, plies: usize) -> Option<f32> {
-    let end = ply + plies;
-    if end >= game.moves.len() && game.outcome.reason != Reason::Adjudication {
-        return None;
-    }
-    let later = game.moves[ply..end.min(game.moves.len())]
+/// the end of the game.
+fn material_later(game: &GameRecord, ply: usize, pos: Position, plies: usize) -> f32 {
+    let end = (ply + plies).min(game.moves.len());
+    let later = game.moves[ply..end]
         .iter()
         .fold(pos, |later, record| later.after(record.mv));
-    Some(material_balance(&later, pos.side_to_move()) as f32 / 100.0)
+    material_balance(&later, pos.side_to_move()) as f32 / 100.0
 }
 
 fn wdl_for(winner: Option<Color>, us: Color) -> [f32; 3] {
@@ -328,24 +315,24 @@ pub struct Batch {
     pub legal: Vec<f32>,
     /// `n * 3` win, draw, loss targets.
     pub wdl: Vec<f32>,
+    /// `n`: 1 where the sample's game has a result to learn, else 0.
+    pub value_mask: Vec<f32>,
+    /// `n` material targets in (-1, 1).
+    pub material: Vec<f32>,
     pub n: usize,
 }
 
 impl TrainingSample {
-    /// The value target as `mix` blends it. The search value and the
-    /// squashed material enter as win/draw/loss with the same mean; the
-    /// material share falls back to the result where the rules ended the game.
-    pub fn value_target(&self, mix: &ValueTarget) -> [f32; 3] {
+    /// The value target: the result, with `targets.q_share` of the search
+    /// value (entered as win/draw/loss with the same mean).
+    pub fn value_target(&self, targets: &Targets) -> [f32; 3] {
         let from_q = spread(self.search_value);
-        let from_material = self.material_later.map_or(self.wdl, |pawns| {
-            spread((pawns / mix.material_scale).tanh())
-        });
-        let result_share = 1.0 - mix.q_share - mix.material_share;
-        std::array::from_fn(|i| {
-            result_share * self.wdl[i]
-                + mix.q_share * from_q[i]
-                + mix.material_share * from_material[i]
-        })
+        std::array::from_fn(|i| (1.0 - targets.q_share) * self.wdl[i] + targets.q_share * from_q[i])
+    }
+
+    /// The material head's target: tanh(pawns ahead / scale).
+    pub fn material_target(&self, targets: &Targets) -> f32 {
+        (self.material_later / targets.material_scale).tanh()
     }
 }
 
@@ -355,11 +342,11 @@ fn spread(value: f32) -> [f32; 3] {
     [wdl.win, wdl.draw, wdl.loss]
 }
 
-/// Encodes `samples`, in parallel, with value targets as `value` blends them.
+/// Encodes `samples`, in parallel, with their targets.
 pub fn build_batch(
     samples: &[TrainingSample],
     encoder: &EncoderConfig,
-    value: &ValueTarget,
+    targets: &Targets,
 ) -> Batch {
     let n = samples.len();
     let input_len = encoder.input_len();
@@ -368,6 +355,11 @@ pub fn build_batch(
         policy: vec![0.0; n * POLICY_SIZE],
         legal: vec![0.0; n * POLICY_SIZE],
         wdl: vec![0.0; n * 3],
+        value_mask: samples
+            .iter()
+            .map(|s| s.result_known as u8 as f32)
+            .collect(),
+        material: samples.iter().map(|s| s.material_target(targets)).collect(),
         n,
     };
     batch
@@ -390,7 +382,7 @@ pub fn build_batch(
                 policy[index] = p;
                 legal[index] = 1.0;
             }
-            wdl.copy_from_slice(&sample.value_target(value));
+            wdl.copy_from_slice(&sample.value_target(targets));
         });
     batch
 }
@@ -430,9 +422,8 @@ mod tests {
     use rand::SeedableRng;
 
     /// The game result alone.
-    const RESULT_ONLY: ValueTarget = ValueTarget {
+    const RESULT_ONLY: Targets = Targets {
         q_share: 0.0,
-        material_share: 0.0,
         material_plies: 1,
         material_scale: 1.0,
     };
@@ -441,9 +432,17 @@ mod tests {
         ReplayConfig {
             min_window,
             max_window,
-            ..ReplayConfig::default()
+            ..FORMULA
         }
     }
+
+    /// The window the formula test works through.
+    const FORMULA: ReplayConfig = ReplayConfig {
+        min_window: 20_000,
+        alpha: 0.75,
+        beta: 0.4,
+        max_window: 2_000_000,
+    };
 
     /// A game whose every ply is a policy target, `plies` long.
     fn full_game(rng: &mut SmallRng, plies: usize, outcome: Outcome) -> GameRecord {
@@ -458,7 +457,7 @@ mod tests {
 
     #[test]
     fn window_formula() {
-        let c = ReplayConfig::default();
+        let c = FORMULA;
         c.validate().unwrap();
         assert_eq!(c.window(0), 0);
         assert_eq!(c.window(5_000), 5_000);
@@ -483,19 +482,6 @@ mod tests {
         }
         .validate()
         .is_err());
-    }
-
-    #[test]
-    fn config_reads_from_toml_with_defaults() {
-        let c: ReplayConfig = toml::from_str("min_window = 100").unwrap();
-        assert_eq!(
-            c,
-            ReplayConfig {
-                min_window: 100,
-                ..ReplayConfig::default()
-            }
-        );
-        assert!(toml::from_str::<ReplayConfig>("window = 100").is_err());
     }
 
     #[test]
@@ -677,7 +663,11 @@ mod tests {
         assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
         assert_eq!(batch.legal.len(), 16 * POLICY_SIZE);
         assert_eq!(batch.wdl.len(), 16 * 3);
+        // King-quota wins are results to learn.
+        assert_eq!(batch.value_mask, vec![1.0; 16]);
+        assert_eq!(batch.material.len(), 16);
         for (i, sample) in samples.iter().enumerate() {
+            assert_eq!(batch.material[i], sample.material_target(&RESULT_ONLY));
             let rows = i * POLICY_SIZE..(i + 1) * POLICY_SIZE;
             let (policy, legal) = (&batch.policy[rows.clone()], &batch.legal[rows]);
             assert_eq!(
@@ -712,45 +702,33 @@ mod tests {
     }
 
     #[test]
-    fn value_target_mixes_result_search_value_and_material() {
+    fn value_target_mixes_result_and_search_value() {
         let mut sample = TrainingSample {
             history: vec![Position::start()],
             repetitions: 0,
             moves: Position::start().legal_moves().to_vec(),
             policy: Vec::new(),
             wdl: [0.0, 0.0, 1.0],
+            result_known: true,
             search_value: 0.5,
-            material_later: Some(3.0),
+            material_later: 3.0,
         };
-        let mix = |q_share, material_share| ValueTarget {
+        let mix = |q_share| Targets {
             q_share,
-            material_share,
             material_plies: 8,
             material_scale: 3.0,
         };
         assert_eq!(sample.value_target(&RESULT_ONLY), [0.0, 0.0, 1.0]);
-        assert_eq!(sample.value_target(&mix(1.0, 0.0)), [0.5, 0.5, 0.0]);
-        assert_eq!(sample.value_target(&mix(0.5, 0.0)), [0.25, 0.25, 0.5]);
-        // Three pawns up at scale 3: a value of tanh(1).
-        let t = 1f32.tanh();
-        let material = sample.value_target(&mix(0.0, 1.0));
-        assert!((material[0] - t).abs() < 1e-6 && (material[1] - (1.0 - t)).abs() < 1e-6);
-        assert_eq!(material[2], 0.0);
-        let blend = sample.value_target(&mix(0.25, 0.5));
-        let expected = [0.125 + 0.5 * t, 0.125 + 0.5 * (1.0 - t), 0.25];
-        for (got, want) in blend.iter().zip(expected) {
-            assert!((got - want).abs() < 1e-6, "{blend:?}");
-        }
-        assert!((blend.iter().sum::<f32>() - 1.0).abs() < 1e-6);
-        // Behind, the material share is a loss share.
-        sample.material_later = Some(-300.0);
-        assert_eq!(sample.value_target(&mix(0.0, 1.0)), [0.0, 0.0, 1.0]);
-        // Where the rules ended the game, the material share is the result.
-        sample.material_later = None;
-        sample.wdl = [1.0, 0.0, 0.0];
-        assert_eq!(sample.value_target(&mix(0.0, 1.0)), [1.0, 0.0, 0.0]);
+        assert_eq!(sample.value_target(&mix(1.0)), [0.5, 0.5, 0.0]);
+        assert_eq!(sample.value_target(&mix(0.5)), [0.25, 0.25, 0.5]);
+        // Material is no part of the value target, only of its own head's:
+        // three pawns up at scale 3 is tanh(1).
+        assert_eq!(sample.value_target(&mix(0.0)), [0.0, 0.0, 1.0]);
+        assert!((sample.material_target(&mix(0.0)) - 1f32.tanh()).abs() < 1e-6);
+        sample.material_later = -300.0;
+        assert!((sample.material_target(&mix(0.0)) + 1.0).abs() < 1e-6);
         sample.search_value = -1.0;
-        assert_eq!(sample.value_target(&mix(1.0, 0.0)), [0.0, 0.0, 1.0]);
+        assert_eq!(sample.value_target(&mix(1.0)), [0.0, 0.0, 1.0]);
     }
 
     /// A game from `fen` through `moves`, every ply a policy target.
@@ -787,17 +765,20 @@ mod tests {
         let later =
             |game: &GameRecord, ply, plies| training_sample(game, ply, 1, plies).material_later;
         // A knight against a queen and a pawn: -7 for White at the start.
-        assert_eq!(later(&adjudicated, 0, 1), Some(-6.0));
-        assert_eq!(later(&adjudicated, 0, 2), Some(-9.0));
-        assert_eq!(later(&adjudicated, 1, 1), Some(9.0), "Black's view");
-        // Past the end of an adjudicated game: its last position.
-        assert_eq!(later(&adjudicated, 2, 8), Some(-9.0));
-        assert_eq!(later(&adjudicated, 3, 1), Some(9.0));
-        // The same moves ended by a rule: its result is the target.
+        assert_eq!(later(&adjudicated, 0, 1), -6.0);
+        assert_eq!(later(&adjudicated, 0, 2), -9.0);
+        assert_eq!(later(&adjudicated, 1, 1), 9.0, "Black's view");
+        // Past the end of the game: its last position.
+        assert_eq!(later(&adjudicated, 2, 8), -9.0);
+        assert_eq!(later(&adjudicated, 3, 1), 9.0);
+        // An adjudicated (capped) game has no result to learn; one the
+        // rules ended has.
+        assert!(!training_sample(&adjudicated, 0, 1, 1).result_known);
         let stalemate = scripted_game(fen, &moves, Outcome::draw(Reason::Stalemate));
-        assert_eq!(later(&stalemate, 0, 3), Some(-9.0));
-        assert_eq!(later(&stalemate, 0, 4), None);
-        assert_eq!(later(&stalemate, 2, 8), None);
+        assert!(training_sample(&stalemate, 0, 1, 1).result_known);
+        let resigned = scripted_game(fen, &moves, Outcome::win(Color::White, Reason::Resignation));
+        assert!(training_sample(&resigned, 0, 1, 1).result_known);
+        assert_eq!(later(&stalemate, 0, 4), -9.0);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! command again resumes from it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,6 +51,10 @@ pub struct TrainArgs {
     /// No progress bars (log lines only).
     #[arg(long)]
     pub quiet: bool,
+    /// PGN games to train on beside self-play (each move a policy target,
+    /// each decided result a value target); imported once per run directory.
+    #[arg(long, value_name = "PGN")]
+    pub bootstrap: Option<PathBuf>,
 }
 
 /// The version of the code, recorded in the run directory.
@@ -62,41 +66,26 @@ pub fn code_version() -> String {
     )
 }
 
-/// The config of a run: the run's own when resuming, and a given one must match it.
-fn resolve_config(args: &TrainArgs) -> Result<(Config, String)> {
+/// The config of a run: the run's own when resuming (a given one must
+/// match it), else the given one or the embedded default.
+fn resolve_config(args: &TrainArgs) -> Result<Config> {
     let stored = args.run_dir.join("config.toml");
-    let given = match &args.config {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read config {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let given = args.config.as_deref().map(Config::load).transpose()?;
     if stored.exists() {
-        let text = std::fs::read_to_string(&stored)
-            .with_context(|| format!("cannot read {}", stored.display()))?;
-        let config = Config::parse(&text, &stored.display().to_string())?;
-        if let Some(given) = given {
-            let origin = args.config.as_ref().expect("given").display().to_string();
-            if Config::parse(&given, &origin)? != config {
-                bail!(
-                    "{} was started with another config ({}); use a new --run-dir or resume without --config",
-                    args.run_dir.display(),
-                    stored.display()
-                );
-            }
+        let config = Config::load(&stored)?;
+        if given.is_some_and(|given| given != config) {
+            bail!(
+                "{} was started with another config ({}); use a new --run-dir or resume without --config",
+                args.run_dir.display(),
+                stored.display()
+            );
         }
-        return Ok((config, text));
+        return Ok(config);
     }
-    let (text, origin) = match (given, &args.config) {
-        (Some(text), Some(path)) => (text, path.display().to_string()),
-        _ => (
-            DEFAULT_TOML.to_string(),
-            "configs/default.toml (embedded)".to_string(),
-        ),
-    };
-    let config = Config::parse(&text, &origin)?;
-    Ok((config, text))
+    Ok(match given {
+        Some(config) => config,
+        None => Config::parse(DEFAULT_TOML, "configs/default.toml (embedded)")?,
+    })
 }
 
 struct Dirs {
@@ -105,7 +94,7 @@ struct Dirs {
     logs: PathBuf,
 }
 
-fn prepare_run_dir(run_dir: &Path, config_text: &str) -> Result<Dirs> {
+fn prepare_run_dir(run_dir: &Path, config: &Config) -> Result<Dirs> {
     let dirs = Dirs {
         checkpoints: run_dir.join("checkpoints"),
         games: run_dir.join("games"),
@@ -116,7 +105,14 @@ fn prepare_run_dir(run_dir: &Path, config_text: &str) -> Result<Dirs> {
     }
     let config_path = run_dir.join("config.toml");
     if !config_path.exists() {
-        models::weights::write_atomically(&config_path, config_text.as_bytes())
+        // Resolved, every key written: a later change of the embedded
+        // defaults does not change a resumed run.
+        let text = format!(
+            "# The resolved config of this run (every key), written by mixzero {}.\n{}",
+            code_version(),
+            config.to_toml()
+        );
+        models::weights::write_atomically(&config_path, text.as_bytes())
             .with_context(|| format!("writing {}", config_path.display()))?;
     }
     let version_path = run_dir.join("version.txt");
@@ -144,6 +140,9 @@ struct Tally {
     false_resign: u64,
     king_forced: u64,
     kind_banned: u64,
+    /// Distinct positions at ply 10 among the games that got there.
+    ply10_keys: std::collections::HashSet<u64>,
+    reached_ply10: u64,
 }
 
 impl Tally {
@@ -170,12 +169,16 @@ impl Tally {
         self.false_resign += stats.false_resign as u64;
         self.king_forced += stats.king_forced;
         self.kind_banned += stats.kind_banned;
+        if let Some(key) = stats.key_at_ply10 {
+            self.ply10_keys.insert(key);
+            self.reached_ply10 += 1;
+        }
     }
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
-    let (config, config_text) = resolve_config(&args)?;
-    let dirs = prepare_run_dir(&args.run_dir, &config_text)?;
+    let config = resolve_config(&args)?;
+    let dirs = prepare_run_dir(&args.run_dir, &config)?;
     let device = models::device();
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -215,6 +218,10 @@ pub fn run(args: TrainArgs) -> Result<()> {
     // Samples from earlier sessions were trained on then: the reuse limit
     // counts this session's new samples against this session's steps.
     let samples_at_start = replay.total_samples_ever();
+    if let Some(pgn) = &args.bootstrap {
+        // Counted as new samples: training on them starts at once.
+        import_bootstrap(pgn, &args.run_dir, &dirs.games, &mut replay)?;
+    }
     tracing::info!(
         games = replay.games_in_window(),
         samples = replay.samples_in_window(),
@@ -249,10 +256,16 @@ pub fn run(args: TrainArgs) -> Result<()> {
         "precision and threads"
     );
     let network = AtomicU32::new(best);
-    let evaluations = config
-        .evaluation
-        .active()
-        .then(|| Evaluations::start(config.evaluation.clone(), dirs.checkpoints.clone(), seed));
+    // The trainer's step, for self-play's annealing.
+    let train_step = AtomicU64::new(state.progress.step);
+    let evaluations = config.evaluation.active().then(|| {
+        Evaluations::start(
+            config.evaluation.clone(),
+            config.search,
+            dirs.checkpoints.clone(),
+            seed,
+        )
+    });
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = Arc::clone(&stop);
@@ -281,6 +294,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
                 &config.search,
                 &client,
                 &network,
+                &train_step,
                 &workers_stop,
                 seed,
                 games_tx,
@@ -297,6 +311,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             progress: &progress,
             games: &games_rx,
             network: &network,
+            train_step: &train_step,
             evaluations: evaluations.as_ref(),
             stop: &stop,
             deadline,
@@ -417,11 +432,65 @@ struct TrainLoop<'a> {
     progress: &'a Progress,
     games: &'a crossbeam_channel::Receiver<Finished>,
     network: &'a AtomicU32,
+    train_step: &'a AtomicU64,
     evaluations: Option<&'a Evaluations>,
     stop: &'a AtomicBool,
     deadline: Option<Instant>,
     seed: u64,
     samples_at_start: u64,
+}
+
+/// Adds the games of `pgn` to the run's games (a chunk, like self-play's)
+/// and to `replay`, unless this run imported the same text before
+/// (`bootstrap.txt` in the run directory lists what it imported).
+fn import_bootstrap(
+    pgn: &Path,
+    run_dir: &Path,
+    games_dir: &Path,
+    replay: &mut ReplayBuffer,
+) -> Result<()> {
+    let text = std::fs::read_to_string(pgn)
+        .with_context(|| format!("cannot read --bootstrap {}", pgn.display()))?;
+    let checksum = format!("{:08x}", crc32fast::hash(text.as_bytes()));
+    let log_path = run_dir.join("bootstrap.txt");
+    let mut log = std::fs::read_to_string(&log_path).unwrap_or_default();
+    if log
+        .lines()
+        .any(|line| line.split_whitespace().next() == Some(&checksum))
+    {
+        tracing::info!(pgn = %pgn.display(), "bootstrap games already imported into this run");
+        return Ok(());
+    }
+    let imported = crate::bootstrap::games_from_pgn(&text)
+        .with_context(|| format!("--bootstrap {}", pgn.display()))?;
+    for why in &imported.skipped {
+        tracing::warn!(pgn = %pgn.display(), "bootstrap: left out {why}");
+    }
+    if imported.games.is_empty() {
+        bail!(
+            "--bootstrap {}: no game with moves and a result",
+            pgn.display()
+        );
+    }
+    save_games(games_dir, &imported.games)?;
+    let samples: usize = imported.games.iter().map(GameRecord::samples).sum();
+    tracing::info!(
+        pgn = %pgn.display(),
+        games = imported.games.len(),
+        samples,
+        "bootstrap games imported"
+    );
+    log.push_str(&format!(
+        "{checksum} {} games {}\n",
+        imported.games.len(),
+        pgn.display()
+    ));
+    models::weights::write_atomically(&log_path, log.as_bytes())
+        .with_context(|| format!("writing {}", log_path.display()))?;
+    for game in imported.games {
+        replay.add(Arc::new(game));
+    }
+    Ok(())
 }
 
 /// Writes finished games as one chunk and its PGN, each atomically.
@@ -440,10 +509,14 @@ fn save_games(dir: &Path, games: &[GameRecord]) -> Result<()> {
         if game.outcome().is_none() {
             game.adjudicate(record.outcome);
         }
+        let player = match record.network {
+            crate::bootstrap::IMPORTED => "imported".to_string(),
+            n => format!("net {n}"),
+        };
         let tags = [
             ("Event", "mixzero self-play".to_string()),
-            ("White", format!("net {}", record.network)),
-            ("Black", format!("net {}", record.network)),
+            ("White", player.clone()),
+            ("Black", player),
         ];
         pgn.push_str(&write_pgn(&game, &tags));
         pgn.push('\n');
@@ -465,6 +538,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         progress,
         games,
         network,
+        train_step,
         evaluations,
         stop,
         deadline,
@@ -484,7 +558,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         let s = state.lock().expect("train state");
         (s.progress.step, s.progress.games)
     };
-    let value_target = config.training.value_target();
+    let targets = config.training.targets();
     // The step in flight, and the steps this session has finished (the train
     // state is locked while a step runs, so the loop keeps its own count).
     let mut pending: Option<Receiver<crate::train::StepStats>> = None;
@@ -529,9 +603,9 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     &mut rng,
                     config.training.batch_size,
                     config.encoder.history,
-                    value_target.material_plies,
+                    targets.material_plies,
                 );
-                build_batch(&samples, &config.encoder, &value_target)
+                build_batch(&samples, &config.encoder, &targets)
             });
         if let Some(step_stats) = pending.take() {
             let step_stats = step_stats
@@ -541,6 +615,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             steps_done += 1;
             steps_since_checkpoint += 1;
             let step = start_step + steps_done;
+            train_step.store(step, Ordering::Relaxed);
             if step % 10 == 0 {
                 metrics.scalars(
                     step,
@@ -549,6 +624,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("loss/value", step_stats.value_loss),
                         ("train/policy_accuracy", step_stats.policy_accuracy),
                         ("train/value_mse", step_stats.value_mse),
+                        ("loss/material", step_stats.material_loss),
                         ("train/learning_rate", step_stats.learning_rate),
                     ],
                 );
@@ -645,6 +721,10 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 (
                     "selfplay/resign_false_positive_rate",
                     tally.false_resign as f64 / tally.would_resign.max(1) as f64,
+                ),
+                (
+                    "selfplay/distinct_ply10_share",
+                    tally.ply10_keys.len() as f64 / tally.reached_ply10.max(1) as f64,
                 ),
                 ("rules/king_forced_per_game", tally.king_forced as f64 / n),
                 ("rules/kind_banned_per_game", tally.kind_banned as f64 / n),

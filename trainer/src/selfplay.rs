@@ -2,12 +2,12 @@
 //! leaves to the shared inference server. Playout-cap randomisation,
 //! resignation with a no-resign share, and a game-length cap.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use engine::mcts::{Search, SearchConfig};
-use engine::{Color, EvalError, Evaluator, Game, Kind, Outcome, Position, Reason};
+use engine::{check, Color, EvalError, Evaluator, Game, InvalidKey, Outcome, Position, Reason};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -35,13 +35,19 @@ pub struct SelfPlayConfig {
     pub fast_playouts: u32,
     /// Share of moves searched fully.
     pub full_search_share: f64,
-    /// In full searches, every root move gets one visit first, taken out of
-    /// the policy target again ([`engine::mcts::Search::set_forced_root_visits`]).
-    #[serde(default)]
-    pub forced_root_visits: bool,
-    /// Moves are drawn with this temperature for the first `temperature_plies` plies...
+    /// In full searches, KataGo's forced playouts with policy target pruning
+    /// ([`engine::mcts::Search::set_forced_playouts`]).
+    pub forced_playouts: bool,
+    /// Moves are drawn with this temperature for the first `temperature_plies`
+    /// plies of every game, fast searches' moves too (so games differ from
+    /// the start)...
     pub temperature: f32,
     pub temperature_plies: usize,
+    /// `[search] capture_prior` fades linearly to zero over this many
+    /// training steps (0 = it stays): a crutch for a young network that a
+    /// trained one should not lean on. It never shapes the root of a full
+    /// search, whose visits become policy targets.
+    pub capture_prior_anneal_steps: u64,
     /// Root value (for the side to move) at or below which a side resigns...
     pub resign_threshold: f32,
     /// ...after this many of its own full searches in a row.
@@ -51,32 +57,49 @@ pub struct SelfPlayConfig {
     /// Plies after which a game is adjudicated.
     pub max_plies: usize,
     pub adjudication: Adjudication,
-    #[serde(default = "default_margin")]
     pub material_margin: i32,
 }
 
-fn default_margin() -> i32 {
-    3
-}
-
 impl SelfPlayConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.workers == 0 {
-            return Err("[selfplay] workers must be at least 1".into());
-        }
-        if self.playouts == 0 || self.fast_playouts == 0 {
-            return Err("[selfplay] playouts and fast_playouts must be at least 1".into());
-        }
-        if !(self.full_search_share > 0.0 && self.full_search_share <= 1.0) {
-            return Err("[selfplay] full_search_share must be in (0, 1]".into());
-        }
-        if !(0.0..=1.0).contains(&self.no_resign_share) {
-            return Err("[selfplay] no_resign_share must be in [0, 1]".into());
-        }
-        if self.max_plies == 0 {
-            return Err("[selfplay] max_plies must be at least 1".into());
-        }
-        Ok(())
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        check((1..=100_000).contains(&self.workers), "workers", || {
+            format!("{} (expected 1..=100000)", self.workers)
+        })?;
+        check(self.playouts >= 1, "playouts", || {
+            "must be at least 1".into()
+        })?;
+        check(self.fast_playouts >= 1, "fast_playouts", || {
+            "must be at least 1".into()
+        })?;
+        check(
+            self.full_search_share > 0.0 && self.full_search_share <= 1.0,
+            "full_search_share",
+            || format!("{} (expected 0 < share <= 1)", self.full_search_share),
+        )?;
+        check(
+            self.temperature >= 0.0 && self.temperature.is_finite(),
+            "temperature",
+            || format!("{} (expected a number >= 0)", self.temperature),
+        )?;
+        check(
+            (-1.0..=1.0).contains(&self.resign_threshold),
+            "resign_threshold",
+            || format!("{} (expected -1..=1)", self.resign_threshold),
+        )?;
+        check(self.resign_consecutive >= 1, "resign_consecutive", || {
+            "must be at least 1".into()
+        })?;
+        check(
+            (0.0..=1.0).contains(&self.no_resign_share),
+            "no_resign_share",
+            || format!("{} (expected 0..=1)", self.no_resign_share),
+        )?;
+        check(self.max_plies >= 1, "max_plies", || {
+            "must be at least 1".into()
+        })?;
+        check(self.material_margin >= 1, "material_margin", || {
+            format!("{} (expected at least 1 pawn)", self.material_margin)
+        })
     }
 }
 
@@ -98,30 +121,33 @@ pub struct GameStats {
     pub resigned: bool,
     /// ...or at the length cap.
     pub capped: bool,
+    /// The position's key after 10 plies, if the game got that far: the
+    /// share of distinct ones measures how much games differ.
+    pub key_at_ply10: Option<u64>,
 }
 
-/// Material in pawns: pawn 1, knight and bishop 3, rook 5, queen 9.
-pub fn material(pos: &Position, color: Color) -> i32 {
-    const VALUES: [(Kind, i32); 5] = [
-        (Kind::Pawn, 1),
-        (Kind::Knight, 3),
-        (Kind::Bishop, 3),
-        (Kind::Rook, 5),
-        (Kind::Queen, 9),
-    ];
-    VALUES
-        .iter()
-        .map(|&(kind, v)| v * pos.pieces(color, kind).count() as i32)
-        .sum()
+/// Ply at which [`GameStats::key_at_ply10`] is taken.
+pub const DIVERSITY_PLY: usize = 10;
+
+impl SelfPlayConfig {
+    /// The capture prior self-play searches with after `step` training steps.
+    pub fn capture_prior_at(&self, base: f32, step: u64) -> f32 {
+        match self.capture_prior_anneal_steps {
+            0 => base,
+            n => base * (1.0 - step as f32 / n as f32).max(0.0),
+        }
+    }
 }
 
 fn adjudicate(config: &SelfPlayConfig, pos: &Position) -> Outcome {
-    let lead = material(pos, Color::White) - material(pos, Color::Black);
+    // The engine's one material scale, in centipawns.
+    let lead = engine::players::material_balance(pos, Color::White);
+    let margin = config.material_margin * 100;
     match config.adjudication {
-        Adjudication::Material if lead >= config.material_margin => {
+        Adjudication::Material if lead >= margin => {
             Outcome::win(Color::White, Reason::Adjudication)
         }
-        Adjudication::Material if -lead >= config.material_margin => {
+        Adjudication::Material if -lead >= margin => {
             Outcome::win(Color::Black, Reason::Adjudication)
         }
         _ => Outcome::draw(Reason::Adjudication),
@@ -156,14 +182,21 @@ pub fn play_game(
         stats.king_forced += pos.must_move_king(us) as u64;
         stats.kind_banned += pos.banned_kind(us).is_some() as u64;
 
+        if moves.len() == DIVERSITY_PLY {
+            stats.key_at_ply10 = Some(pos.key());
+        }
         let full = rng.random_bool(config.full_search_share);
         let before = search.evaluations();
-        search.set_forced_root_visits(full && config.forced_root_visits);
+        search.set_forced_playouts(full && config.forced_playouts);
+        // A full search's visits become the policy target: no heuristic at
+        // its root, then the noise. Each search adds its playouts to what
+        // the kept subtree already holds.
+        search.set_root_capture_prior(!full);
         if full {
             search.add_root_noise(evaluator, rng)?;
-            search.run_until(evaluator, config.playouts)?;
+            search.run(evaluator, config.playouts)?;
         } else {
-            search.run_until(evaluator, config.fast_playouts)?;
+            search.run(evaluator, config.fast_playouts)?;
         }
         stats.nodes += search.evaluations() - before;
         let value = search.root_wdl().value();
@@ -178,12 +211,12 @@ pub fn play_game(
             if *streak >= config.resign_consecutive {
                 if may_resign {
                     stats.resigned = true;
-                    break Outcome::win(!us, Reason::Adjudication);
+                    break Outcome::win(!us, Reason::Resignation);
                 }
                 stats.would_resign.get_or_insert(us);
             }
         }
-        let temperature = if full && moves.len() < config.temperature_plies {
+        let temperature = if moves.len() < config.temperature_plies {
             config.temperature
         } else {
             0.0
@@ -226,11 +259,14 @@ pub struct Finished {
 /// Runs `config.workers` threads of self-play until `stop` is set, sending
 /// each finished game over `games`. A game in progress ends with the stop
 /// only when the evaluator stops answering (shut the server down to cut it).
+/// `train_step` (the trainer's progress) anneals the capture prior.
+#[allow(clippy::too_many_arguments)]
 pub fn run_workers(
     config: &SelfPlayConfig,
     search_config: &SearchConfig,
     evaluator: &(dyn Evaluator + Sync),
     network: &AtomicU32,
+    train_step: &AtomicU64,
     stop: &AtomicBool,
     seed: u64,
     games: Sender<Finished>,
@@ -244,7 +280,14 @@ pub fn run_workers(
                 let mut rng = SmallRng::seed_from_u64(seed ^ ((worker as u64) << 32));
                 while !stop.load(Ordering::Relaxed) {
                     let id = network.load(Ordering::Relaxed);
-                    match play_game(config, search_config, evaluator, id, &mut rng) {
+                    let search_config = SearchConfig {
+                        capture_prior: config.capture_prior_at(
+                            search_config.capture_prior,
+                            train_step.load(Ordering::Relaxed),
+                        ),
+                        ..*search_config
+                    };
+                    match play_game(config, &search_config, evaluator, id, &mut rng) {
                         Ok((record, stats)) => {
                             if games.send(Finished { record, stats }).is_err() {
                                 return;
@@ -281,9 +324,10 @@ mod tests {
             playouts: 8,
             fast_playouts: 2,
             full_search_share: 0.5,
-            forced_root_visits: false,
+            forced_playouts: false,
             temperature: 1.0,
             temperature_plies: 10,
+            capture_prior_anneal_steps: 0,
             resign_threshold: -0.95,
             resign_consecutive: 2,
             no_resign_share: 0.0,
@@ -295,9 +339,9 @@ mod tests {
 
     #[test]
     fn a_game_replays_to_its_outcome() {
-        for forced_root_visits in [false, true] {
+        for forced_playouts in [false, true] {
             let config = SelfPlayConfig {
-                forced_root_visits,
+                forced_playouts,
                 ..config()
             };
             let mut rng = SmallRng::seed_from_u64(5);
@@ -320,10 +364,29 @@ mod tests {
             }
             match game.outcome() {
                 Some(outcome) => assert_eq!(outcome, record.outcome),
-                None => assert_eq!(record.outcome.reason, Reason::Adjudication),
+                None => assert!(matches!(
+                    record.outcome.reason,
+                    Reason::Adjudication | Reason::Resignation
+                )),
             }
             assert!(record.moves.iter().any(|m| !m.visits.is_empty()));
         }
+    }
+
+    #[test]
+    fn the_capture_prior_fades_with_training() {
+        let config = SelfPlayConfig {
+            capture_prior_anneal_steps: 1000,
+            ..config()
+        };
+        assert_eq!(config.capture_prior_at(0.2, 0), 0.2);
+        assert!((config.capture_prior_at(0.2, 250) - 0.15).abs() < 1e-6);
+        assert_eq!(config.capture_prior_at(0.2, 1000), 0.0);
+        assert_eq!(config.capture_prior_at(0.2, 5000), 0.0);
+        assert_eq!(
+            SelfPlayConfig::capture_prior_at(&self::config(), 0.2, 5000),
+            0.2
+        );
     }
 
     #[test]
@@ -342,6 +405,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let stop = AtomicBool::new(false);
         let network = AtomicU32::new(0);
+        let step = AtomicU64::new(0);
         let config = SelfPlayConfig {
             workers: 2,
             max_plies: 20,
@@ -354,6 +418,7 @@ mod tests {
                     &SearchConfig::default(),
                     &UniformEvaluator,
                     &network,
+                    &step,
                     &stop,
                     1,
                     tx,

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use engine::{check, InvalidKey};
 use models::net::{Architecture, Net};
 use models::policy::POLICY_SIZE;
 use models::weights;
@@ -15,7 +16,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::replay::{Batch, ValueTarget};
+use crate::replay::{Batch, Targets};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -38,15 +39,12 @@ pub struct TrainingConfig {
     pub value_weight: f64,
     /// Share of the value target taken from the root search value instead of
     /// the game result (lc0's q ratio): less noise from one game's outcome.
-    #[serde(default)]
     pub value_q_share: f64,
-    /// Share of the value target taken from the material balance
-    /// `material_plies` later, squashed as tanh(pawns / `material_scale`).
-    #[serde(default)]
-    pub value_material_share: f64,
-    #[serde(default = "default_material_plies")]
+    /// Weight of the material head's loss (mean squared error against the
+    /// material balance `material_plies` later, squashed as tanh(pawns /
+    /// `material_scale`)); needs `[net] material_head` (0 = off).
+    pub material_weight: f64,
     pub material_plies: usize,
-    #[serde(default = "default_material_scale")]
     pub material_scale: f64,
     /// Samples in the replay window before training starts.
     pub min_samples: usize,
@@ -57,79 +55,82 @@ pub struct TrainingConfig {
     /// Steps over which the learning rate ramps up linearly from near zero
     /// to the schedule's (0 = none): the first steps of a fresh net, with
     /// batch-norm statistics still settling, take no full-size steps.
-    #[serde(default)]
     pub warmup_steps: u64,
     /// Number format of the forward and backward passes: `auto` is bf16 on a
     /// GPU (weights and optimizer state stay fp32), fp32 on a CPU.
-    #[serde(default)]
     pub precision: Precision,
 }
 
-fn default_material_plies() -> usize {
-    8
-}
-
-fn default_material_scale() -> f64 {
-    3.0
-}
-
 impl TrainingConfig {
-    pub fn validate(&self) -> Result<(), String> {
-        if self.batch_size == 0 {
-            return Err("[training] batch_size must be at least 1".into());
-        }
-        if self.lr_schedule.first().map(|p| p.0) != Some(0) {
-            return Err("[training] lr_schedule must start with a [0, rate] pair".into());
-        }
-        if self.lr_schedule.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Err("[training] lr_schedule steps must increase".into());
-        }
-        if self
-            .lr_schedule
-            .iter()
-            .any(|&(_, lr)| !(lr > 0.0 && lr.is_finite()))
-        {
-            return Err("[training] lr_schedule rates must be positive".into());
-        }
-        if !(0.0..1.0).contains(&self.momentum) {
-            return Err("[training] momentum must be in [0, 1)".into());
-        }
-        if self.weight_decay < 0.0 || self.value_weight <= 0.0 || self.max_reuse <= 0.0 {
-            return Err(
-                "[training] weight_decay >= 0, value_weight > 0 and max_reuse > 0 required".into(),
-            );
-        }
-        let shares = [self.value_q_share, self.value_material_share];
-        if !shares.iter().all(|s| (0.0..=1.0).contains(s)) || shares.iter().sum::<f64>() > 1.0 {
-            return Err(
-                "[training] value_q_share and value_material_share must be in [0, 1], \
-                 their sum at most 1"
-                    .into(),
-            );
-        }
-        if self.material_plies == 0 {
-            return Err("[training] material_plies must be at least 1".into());
-        }
-        if !(self.material_scale > 0.0 && self.material_scale.is_finite()) {
-            return Err("[training] material_scale must be positive".into());
-        }
-        if self.checkpoint_every == 0 {
-            return Err("[training] checkpoint_every must be at least 1".into());
-        }
-        if self.precision == Precision::Fp16 {
-            return Err(
-                "[training] precision = \"fp16\" is not supported (it needs loss scaling); \
-                 use \"bf16\", \"fp32\" or \"auto\""
-                    .into(),
-            );
-        }
-        Ok(())
+    pub fn validate(&self) -> Result<(), InvalidKey> {
+        check(self.batch_size >= 1, "batch_size", || {
+            "must be at least 1".into()
+        })?;
+        let schedule = &self.lr_schedule;
+        check(
+            schedule.first().map(|p| p.0) == Some(0),
+            "lr_schedule",
+            || "must start with a [0, rate] pair".into(),
+        )?;
+        check(
+            schedule.windows(2).all(|w| w[0].0 < w[1].0),
+            "lr_schedule",
+            || "steps must increase".into(),
+        )?;
+        check(
+            schedule.iter().all(|&(_, lr)| lr > 0.0 && lr.is_finite()),
+            "lr_schedule",
+            || "rates must be positive".into(),
+        )?;
+        check((0.0..1.0).contains(&self.momentum), "momentum", || {
+            format!("{} (expected 0 <= momentum < 1)", self.momentum)
+        })?;
+        check(
+            self.weight_decay >= 0.0 && self.weight_decay.is_finite(),
+            "weight_decay",
+            || format!("{} (expected a number >= 0)", self.weight_decay),
+        )?;
+        check(
+            self.value_weight > 0.0 && self.value_weight.is_finite(),
+            "value_weight",
+            || format!("{} (expected a number > 0)", self.value_weight),
+        )?;
+        check(
+            (0.0..=1.0).contains(&self.value_q_share),
+            "value_q_share",
+            || format!("{} (expected 0..=1)", self.value_q_share),
+        )?;
+        check(
+            self.material_weight >= 0.0 && self.material_weight.is_finite(),
+            "material_weight",
+            || format!("{} (expected a number >= 0)", self.material_weight),
+        )?;
+        check(self.material_plies >= 1, "material_plies", || {
+            "must be at least 1".into()
+        })?;
+        check(
+            self.material_scale > 0.0 && self.material_scale.is_finite(),
+            "material_scale",
+            || format!("{} (expected a number > 0)", self.material_scale),
+        )?;
+        check(
+            self.max_reuse > 0.0 && self.max_reuse.is_finite(),
+            "max_reuse",
+            || format!("{} (expected a number > 0)", self.max_reuse),
+        )?;
+        check(self.checkpoint_every >= 1, "checkpoint_every", || {
+            "must be at least 1".into()
+        })?;
+        check(self.precision != Precision::Fp16, "precision", || {
+            "\"fp16\" is not supported for training (it needs loss scaling); \
+             use \"bf16\", \"fp32\" or \"auto\""
+                .into()
+        })
     }
 
-    pub fn value_target(&self) -> ValueTarget {
-        ValueTarget {
+    pub fn targets(&self) -> Targets {
+        Targets {
             q_share: self.value_q_share as f32,
-            material_share: self.value_material_share as f32,
             material_plies: self.material_plies,
             material_scale: self.material_scale as f32,
         }
@@ -159,6 +160,8 @@ pub struct StepStats {
     pub policy_accuracy: f64,
     /// Mean squared error of the expected score (win - loss).
     pub value_mse: f64,
+    /// The material head's mean squared error (0 without the head).
+    pub material_loss: f64,
     pub learning_rate: f64,
 }
 
@@ -243,24 +246,38 @@ impl TrainState {
         let target_policy = upload(&batch.policy, &[n, POLICY_SIZE as i64]);
         let legal = upload(&batch.legal, &[n, POLICY_SIZE as i64]);
         let target_wdl = upload(&batch.wdl, &[n, 3]);
+        let value_mask = upload(&batch.value_mask, &[n]);
+        let target_material = upload(&batch.material, &[n]);
 
-        let (logits, wdl_logits) = match &mut self.compute {
+        let heads = match &mut self.compute {
             Some((copy, _)) => {
                 copy.var_store_mut()
                     .copy(self.net.var_store())
                     .expect("the compute copy has the master's variables");
-                copy.forward_t(&xs, true)
+                copy.forward_heads(&xs, true)
             }
-            None => self.net.forward_t(&xs, true),
+            None => self.net.forward_heads(&xs, true),
         };
         // Illegal moves get no probability, as at inference time.
-        let masked = logits + (&legal - 1.0) * 1e4;
+        let masked = heads.policy + (&legal - 1.0) * 1e4;
         let log_policy = masked.log_softmax(-1, Kind::Float);
         let row_sum = |t: Tensor| t.sum_dim_intlist(&[1i64][..], false, Kind::Float);
         let policy_loss = -row_sum(&target_policy * &log_policy).mean(Kind::Float);
-        let log_wdl = wdl_logits.log_softmax(-1, Kind::Float);
-        let value_loss = -row_sum(&target_wdl * &log_wdl).mean(Kind::Float);
-        let loss = &policy_loss + &value_loss * config.value_weight;
+        // Only games with a result teach the value.
+        let log_wdl = heads.value.log_softmax(-1, Kind::Float);
+        let known = value_mask.sum(Kind::Float).clamp_min(1.0);
+        let value_loss = -(row_sum(&target_wdl * &log_wdl) * &value_mask).sum(Kind::Float) / &known;
+        let mut loss = &policy_loss + &value_loss * config.value_weight;
+        let material_loss = match (&heads.material, config.material_weight > 0.0) {
+            (Some(predicted), true) => {
+                let mse = (predicted.to_kind(Kind::Float) - &target_material)
+                    .square()
+                    .mean(Kind::Float);
+                loss = loss + &mse * config.material_weight;
+                Some(mse)
+            }
+            _ => None,
+        };
 
         let grads = match &mut self.compute {
             Some((copy, params)) => {
@@ -310,14 +327,15 @@ impl TrainState {
                 .mean(Kind::Float);
             let probs = log_wdl.exp();
             let score = |t: &Tensor| t.narrow(1, 0, 1) - t.narrow(1, 2, 1);
-            let mse = (score(&probs) - score(&target_wdl))
-                .square()
-                .mean(Kind::Float);
+            let mse = ((score(&probs) - score(&target_wdl)).square().view([-1]) * &value_mask)
+                .sum(Kind::Float)
+                / &known;
             StepStats {
                 policy_loss: policy_loss.double_value(&[]),
                 value_loss: value_loss.double_value(&[]),
                 policy_accuracy: hits.double_value(&[]),
                 value_mse: mse.double_value(&[]),
+                material_loss: material_loss.map_or(0.0, |m| m.double_value(&[])),
                 learning_rate: lr,
             }
         })
@@ -520,6 +538,8 @@ mod tests {
             policy,
             legal,
             wdl,
+            value_mask: (0..n).map(|i| (i % 4 != 0) as u8 as f32).collect(),
+            material: (0..n).map(|i| (i as f32 / n as f32) - 0.5).collect(),
             n,
         }
     }
@@ -527,7 +547,10 @@ mod tests {
     #[test]
     fn bf16_passes_train_like_fp32() {
         let arch = Architecture {
-            net: NetConfig::new(2, 16),
+            net: NetConfig {
+                material_head: true,
+                ..NetConfig::new(2, 16)
+            },
             encoder: EncoderConfig { history: 1 },
         };
         tch::manual_seed(9);
@@ -548,7 +571,8 @@ mod tests {
             // The master weights and the optimizer state stay fp32.
             assert_eq!(state.net.kind(), Kind::Float);
             assert!(state.params.iter().all(|(_, p)| p.kind() == Kind::Float));
-            let total = |s: StepStats| s.policy_loss + s.value_loss;
+            assert!(last.material_loss < first.material_loss, "{kind:?}");
+            let total = |s: StepStats| s.policy_loss + s.value_loss + s.material_loss;
             eprintln!("{kind:?}: loss {:.3} -> {:.3}", total(first), total(last));
             losses.push((total(first), total(last)));
         }
@@ -578,6 +602,8 @@ mod tests {
             precision: Precision::Fp16,
             ..config
         };
-        assert!(fp16.validate().unwrap_err().contains("fp16"));
+        let err = fp16.validate().unwrap_err();
+        assert_eq!(err.key, "precision");
+        assert!(err.why.contains("fp16"));
     }
 }

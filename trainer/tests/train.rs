@@ -168,3 +168,47 @@ fn the_ladder_and_gating_report_to_the_metrics() {
         assert!(best >= 1 && best <= latest(&run));
     }
 }
+
+/// Games in the run's chunks that came from `--bootstrap`.
+fn imported_games(run_dir: &Path) -> usize {
+    list_chunks(&run_dir.join("games"))
+        .unwrap()
+        .iter()
+        .flat_map(|chunk| read_chunk(chunk).unwrap())
+        .filter(|game| game.network == trainer::bootstrap::IMPORTED)
+        .count()
+}
+
+#[test]
+fn bootstrap_games_are_imported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let pgn = dir.path().join("games.pgn");
+    std::fs::write(
+        &pgn,
+        "[Variant \"Chess-mix\"]\n[Result \"0-1\"]\n\n1. e5 e6 2. Nd3 Nd8 0-1\n\n\
+         [Variant \"Chess-mix\"]\n[Result \"1-0\"]\n\n1. e5 e6 1-0\n",
+    )
+    .unwrap();
+    let config = tiny_config();
+    let args = [
+        "--config",
+        config.to_str().unwrap(),
+        "--minutes",
+        "0.05",
+        "--bootstrap",
+        pgn.to_str().unwrap(),
+    ];
+    assert_ok(&train(&run, &args));
+    assert_eq!(imported_games(&run), 2);
+    let log = std::fs::read_to_string(run.join("bootstrap.txt")).unwrap();
+    assert!(log.contains("2 games"), "{log}");
+    // The same file again: nothing new.
+    assert_ok(&train(&run, &args[2..]));
+    assert_eq!(imported_games(&run), 2);
+    // Not PGN: a clear error.
+    std::fs::write(&pgn, "[Variant \"Chess\"]\n\n1. e4 *\n").unwrap();
+    let output = train(&run, &args[2..]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--bootstrap"));
+}

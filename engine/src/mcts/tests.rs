@@ -257,9 +257,14 @@ fn a_leaf_with_a_winning_move_is_a_certain_win() {
 
     // Rk1 allows ...Rxk1#: one visit scores it a certain loss, though the
     // evaluator calls every position a draw.
+    // An optimistic first-play urgency makes the search try every move once.
     let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
-    let mut s = Search::new(SearchConfig::default(), &game(fen));
-    s.set_forced_root_visits(true);
+    let every_move_once = SearchConfig {
+        fpu_reduction: -10.0,
+        leaves_in_flight: 1,
+        ..SearchConfig::default()
+    };
+    let mut s = Search::new(every_move_once, &game(fen));
     let moves = s.root_position().legal_moves().len() as u32;
     s.run(&Ranked, moves + 1).unwrap();
     let blunder = mv(s.root_position(), "c1k1");
@@ -348,32 +353,45 @@ fn priors_only() -> SearchConfig {
 const FREE_ROOK: &str = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
 
 #[test]
-fn forced_root_visits_find_a_capture_the_priors_hide() {
-    let fen = FREE_ROOK;
-    let plain = search_with(priors_only(), fen, &CaptureShy, 100);
-    let capture = mv(plain.root_position(), "d3d7");
-    assert_ne!(plain.best_move(), Some(capture));
-    assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
-
-    // One leaf at a time: virtual losses would spread a few visits elsewhere.
+fn forced_playouts_give_each_move_its_share_and_the_target_prunes_them() {
+    // Ranked priors, every value a draw: PUCT alone follows the priors.
     let one_leaf = SearchConfig {
         leaves_in_flight: 1,
         ..priors_only()
     };
+    let fen = crate::position::START_FEN;
+    let plain = search_with(one_leaf, fen, &Ranked, 400);
+    assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
+
     let mut forced = Search::new(one_leaf, &game(fen));
-    forced.set_forced_root_visits(true);
-    forced.run(&CaptureShy, 100).unwrap();
-    assert!(forced.root_children().iter().all(|c| c.visits >= 1));
-    assert_eq!(forced.best_move(), Some(capture));
+    forced.set_forced_playouts(true);
+    forced.run(&Ranked, 400).unwrap();
+    let total = forced.root_visits() as f32;
+    let children = forced.root_children();
+    for c in &children {
+        // Each move reached its forced count, sqrt(2 P N), give or take the
+        // visit in which N grew past it.
+        assert!(
+            c.visits as f32 + 1.0 >= (2.0 * c.prior * total).sqrt(),
+            "{c:?}"
+        );
+    }
+    assert!(visits(&forced).iter().sum::<u32>() == visits(&plain).iter().sum::<u32>());
+    // The low-prior moves got more than PUCT alone gives them...
+    let last = children.len() - 1;
+    assert!(children[last].visits > plain.root_children()[last].visits);
+    // ...and the target takes the forced visits back: the best move keeps
+    // its visits, no move gains any, and the low-prior moves lose theirs.
     let target = forced.policy_target();
-    let expected: Vec<u32> = visits(&forced).iter().map(|v| v - 1).collect();
-    assert_eq!(target, expected, "the forced visits are taken out");
-    let at = forced
-        .root_children()
-        .iter()
-        .position(|c| c.mv == capture)
+    let best = (0..children.len())
+        .max_by_key(|&i| children[i].visits)
         .unwrap();
-    assert!(2 * target[at] > target.iter().sum::<u32>(), "{target:?}");
+    assert_eq!(target[best], children[best].visits);
+    assert!(target.iter().zip(&children).all(|(&t, c)| t <= c.visits));
+    assert!(target.iter().zip(&children).all(|(&t, _)| t != 1));
+    let pruned: u32 = children.iter().map(|c| c.visits).sum::<u32>() - target.iter().sum::<u32>();
+    assert!(pruned > 0);
+    assert!(target[last] < children[last].visits, "{target:?}");
 }
 
 #[test]
@@ -406,13 +424,66 @@ fn capture_prior_leaves_quiet_positions_alone() {
 
 #[test]
 fn forced_visits_stay_in_the_target_when_nothing_else_is_left() {
-    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
-    s.set_forced_root_visits(true);
-    s.run(&Ranked, 8).unwrap();
-    assert!(visits(&s).iter().all(|&v| v <= 1));
+    // The root's expansion and one child visit: the best move has a single
+    // visit, which pruning would leave at nothing.
+    let one_leaf = SearchConfig {
+        leaves_in_flight: 1,
+        ..SearchConfig::default()
+    };
+    let mut s = Search::new(one_leaf, &Game::new(Position::start()));
+    s.set_forced_playouts(true);
+    s.run(&Ranked, 2).unwrap();
+    assert_eq!(visits(&s).iter().sum::<u32>(), 1);
     assert_eq!(s.policy_target(), visits(&s));
 }
 
 fn visits(s: &Search) -> Vec<u32> {
     s.root_children().iter().map(|c| c.visits).collect()
+}
+
+#[test]
+fn a_root_without_the_capture_prior_keeps_the_evaluators_priors() {
+    let capture_mass = |s: &Search| -> f32 {
+        s.root_children()
+            .iter()
+            .filter(|c| s.root_position().is_capture(c.mv))
+            .map(|c| c.prior)
+            .sum()
+    };
+    let net_mass = {
+        let s = search_with(priors_only(), FREE_ROOK, &CaptureShy, 1);
+        capture_mass(&s)
+    };
+    assert!(net_mass < 0.01, "{net_mass}");
+
+    // Off from the start: the root is expanded with the evaluator's priors.
+    let mut s = Search::new(SearchConfig::default(), &game(FREE_ROOK));
+    s.set_root_capture_prior(false);
+    s.run(&CaptureShy, 1).unwrap();
+    assert!((capture_mass(&s) - net_mass).abs() < 1e-6);
+    // On again: shaped as every other node; off: restored.
+    s.set_root_capture_prior(true);
+    assert!(capture_mass(&s) >= SearchConfig::default().capture_prior);
+    s.set_root_capture_prior(false);
+    assert!((capture_mass(&s) - net_mass).abs() < 1e-6);
+
+    // A root that was a shaped child before the move keeps its shaping only
+    // while the heuristic is on.
+    let mut s = Search::new(SearchConfig::default(), &game(FREE_ROOK));
+    s.run(&CaptureShy, 200).unwrap();
+    let reply = s.best_move().unwrap();
+    s.advance(reply);
+    let children = s.root_children();
+    let shaped: Vec<f32> = children.iter().map(|c| c.prior).collect();
+    s.set_root_capture_prior(false);
+    let restored: Vec<f32> = s.root_children().iter().map(|c| c.prior).collect();
+    let captures = children
+        .iter()
+        .filter(|c| s.root_position().is_capture(c.mv))
+        .count();
+    if captures > 0 {
+        assert_ne!(shaped, restored);
+    }
+    let total: f32 = restored.iter().sum();
+    assert!((total - 1.0).abs() < 1e-4, "{total}");
 }

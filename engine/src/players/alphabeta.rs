@@ -18,10 +18,8 @@ use crate::game::Game;
 use crate::movegen::{MoveList, PieceMoves, MAX_MOVES};
 use crate::position::{Move, Position};
 use crate::rules::control_period;
+use crate::search::{Score, SearchControl, SearchInfo, SearchLimits};
 use crate::types::{Color, Kind, NUM_SQUARES};
-use crate::uci::{
-    OptionKind, OptionValue, Score, SearchControl, SearchInfo, SearchLimits, UciOption, UciSearcher,
-};
 
 /// Deepest search `alphabeta:D` accepts.
 pub const MAX_DEPTH: u32 = 16;
@@ -560,70 +558,34 @@ impl Player for AlphaBeta {
     }
 }
 
-impl UciSearcher for AlphaBeta {
-    fn id_name(&self) -> String {
-        "mixchess alphabeta".to_string()
+impl AlphaBeta {
+    /// The deepest iteration of a search without other limits.
+    pub fn depth(&self) -> u32 {
+        self.depth
     }
 
-    fn id_author(&self) -> String {
-        "the mixzero authors".to_string()
+    /// Sets that depth, within 1..=[`MAX_DEPTH`].
+    pub fn set_depth(&mut self, depth: u32) {
+        self.depth = depth.clamp(1, MAX_DEPTH);
     }
 
-    fn options(&self) -> Vec<UciOption> {
-        vec![
-            UciOption {
-                name: "Depth".to_string(),
-                kind: OptionKind::Spin {
-                    default: self.depth.into(),
-                    min: 1,
-                    max: MAX_DEPTH.into(),
-                },
-            },
-            UciOption {
-                name: "Seed".to_string(),
-                kind: OptionKind::Spin {
-                    default: 0,
-                    min: 0,
-                    max: i64::MAX,
-                },
-            },
-        ]
+    /// Reseeds the choice between equal moves.
+    pub fn set_seed(&mut self, seed: u64) {
+        self.rng = SmallRng::seed_from_u64(seed);
     }
 
-    fn set_option(&mut self, name: &str, value: &OptionValue) -> Result<(), String> {
-        match (name, value) {
-            ("Depth", &OptionValue::Spin(depth)) => {
-                self.depth = u32::try_from(depth)
-                    .map_err(|_| format!("depth {depth} is out of range"))?
-                    .clamp(1, MAX_DEPTH);
-            }
-            ("Seed", &OptionValue::Spin(seed)) => {
-                self.rng = SmallRng::seed_from_u64(seed.unsigned_abs());
-            }
-            _ => return Err(format!("cannot set `{name}` to {value:?}")),
-        }
-        Ok(())
-    }
-
-    fn new_game(&mut self) {
+    /// Forgets what was learnt about the previous game (transpositions,
+    /// killer moves, history).
+    pub fn new_game(&mut self) {
         self.tt.fill(Entry::default());
         self.killers = [[None; 2]; MAX_PLY];
         for row in self.history.iter_mut() {
             row.fill(0);
         }
     }
-
-    fn search(
-        &mut self,
-        game: &Game,
-        limits: &SearchLimits,
-        info: &mut dyn FnMut(&SearchInfo),
-    ) -> Move {
-        self.search_limited(game, limits, info).best
-    }
 }
 
-/// A score in UCI terms: mates in moves rather than plies.
+/// A score as searchers report it: mates in moves rather than plies.
 fn uci_score(score: i32) -> Score {
     if score >= MATE_BOUND {
         Score::Mate((MATE_SCORE - score + 1) / 2)
@@ -734,14 +696,7 @@ fn tt_key(pos: &Position, repetition_key: u64) -> u64 {
         | (pos.king_moved_in_period(Color::White) as u64) << 10
         | (pos.king_moved_in_period(Color::Black) as u64) << 11
         | (pos.fullmove_number() as u64) << 12;
-    repetition_key ^ splitmix64(extra)
-}
-
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    repetition_key ^ crate::splitmix64(extra)
 }
 
 fn tt_index(key: u64) -> usize {
@@ -938,7 +893,7 @@ mod tests {
     fn past_the_soft_deadline_no_iteration_starts() {
         let g = Game::new(Position::start());
         let hurried = SearchLimits {
-            control: Arc::new(SearchControl::timed(crate::uci::TimeBudget {
+            control: Arc::new(SearchControl::timed(crate::search::TimeBudget {
                 soft: Some(std::time::Duration::ZERO),
                 hard: None,
             })),
