@@ -16,6 +16,7 @@
 //!
 //! [`plane_names`] lists them all for debugging.
 
+use engine::types::NUM_SQUARES;
 use engine::{control_period, Bitboard, Color, EvalRequest, Kind, Position, Rules};
 
 use crate::policy::to_frame;
@@ -94,7 +95,14 @@ impl EncoderConfig {
     }
 
     pub fn input_len(&self) -> usize {
-        self.planes() * 100
+        self.planes() * NUM_SQUARES
+    }
+
+    /// The shape of `n` encoded positions as the network takes them:
+    /// `[n, planes, 10, 10]`.
+    pub fn input_shape(&self, n: usize) -> [i64; 4] {
+        let side = engine::types::SIZE as i64;
+        [n as i64, self.planes() as i64, side, side]
     }
 
     /// The plane of `side`'s `kind` pieces in the position `age` plies back.
@@ -202,12 +210,12 @@ fn encode_rule_state(
 
 #[inline]
 fn fill(out: &mut [f32], plane: usize, value: f32) {
-    out[plane * 100..(plane + 1) * 100].fill(value);
+    out[plane * NUM_SQUARES..(plane + 1) * NUM_SQUARES].fill(value);
 }
 
 #[inline]
 fn set_squares(out: &mut [f32], plane: usize, us: Color, squares: Bitboard) {
-    let plane = &mut out[plane * 100..(plane + 1) * 100];
+    let plane = &mut out[plane * NUM_SQUARES..(plane + 1) * NUM_SQUARES];
     for sq in squares {
         plane[to_frame(us, sq).index()] = 1.0;
     }

@@ -449,10 +449,7 @@ mod tests {
             encoder: EncoderConfig::default(),
         };
         let net = Net::new(arch, Device::Cpu);
-        let xs = Tensor::zeros(
-            [3, arch.encoder.planes() as i64, 10, 10],
-            (tch::Kind::Float, Device::Cpu),
-        );
+        let xs = Tensor::zeros(arch.encoder.input_shape(3), (tch::Kind::Float, Device::Cpu));
         let (policy, value) = tch::no_grad(|| net.forward_t(&xs, false));
         assert_eq!(policy.size(), [3, POLICY_SIZE as i64]);
         assert_eq!(value.size(), [3, 3]);

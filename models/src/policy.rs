@@ -17,10 +17,11 @@
 //! - `80..89`: under-promotions, `80 + 3 * piece + step` with piece knight,
 //!   bishop, rook and step capture left, straight, capture right.
 
+use engine::types::NUM_SQUARES;
 use engine::{Color, Kind, Move, Position, Square};
 
 pub const MOVE_TYPES: usize = 89;
-pub const POLICY_SIZE: usize = MOVE_TYPES * 100;
+pub const POLICY_SIZE: usize = MOVE_TYPES * NUM_SQUARES;
 
 /// First knight-jump move type.
 pub const KNIGHT_BASE: usize = 72;
@@ -131,7 +132,7 @@ pub fn move_index(side: Color, mv: Move) -> Option<usize> {
             }
         }
     };
-    Some(move_type * 100 + from.index())
+    Some(move_type * NUM_SQUARES + from.index())
 }
 
 /// The legal move of `pos` with policy index `index`, if there is one.

@@ -123,7 +123,7 @@ pub fn encode_requests(
 }
 
 /// Encoded positions from one caller, answered together.
-struct Job {
+struct CallerBatch {
     batch: EncodedBatch,
     reply: Sender<Result<Vec<Evaluation>, EvalError>>,
 }
@@ -148,7 +148,7 @@ pub struct InferenceServer {
 #[derive(Clone)]
 pub struct InferenceClient {
     /// Positions for any replica.
-    sender: Sender<Job>,
+    sender: Sender<CallerBatch>,
     /// Each replica's own queue, for tasks and the stop.
     replicas: Arc<[Sender<Control>]>,
     encoder: EncoderConfig,
@@ -294,7 +294,7 @@ impl Evaluator for InferenceClient {
     fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
         let batch = encode_requests(&self.encoder, requests)?;
         let (reply, answer) = crossbeam_channel::bounded(1);
-        let job = Job { batch, reply };
+        let job = CallerBatch { batch, reply };
         self.sender.send(job).map_err(|_| EvalError::Disconnected)?;
         answer.recv().map_err(|_| EvalError::Disconnected)?
     }
@@ -370,7 +370,7 @@ fn serve(
     mut net: Net,
     config: ServerConfig,
     own: &Receiver<Control>,
-    shared: &Receiver<Job>,
+    shared: &Receiver<CallerBatch>,
     stats: &ServerStats,
 ) {
     crate::set_intra_op_threads(config.threads);
@@ -457,9 +457,8 @@ fn run_batch(
     padded: usize,
 ) -> Vec<f32> {
     tch::no_grad(|| {
-        let planes = net.arch().encoder.planes() as i64;
-        let input_len = net.arch().encoder.input_len();
-        let xs = inputs.upload(padded * input_len, &[padded as i64, planes, 10, 10]);
+        let encoder = net.arch().encoder;
+        let xs = inputs.upload(padded * encoder.input_len(), &encoder.input_shape(padded));
         let picks = indices.upload(moves, &[moves as i64]);
         let (policy, value) = net.forward_t(&xs, false);
         let picked = policy
@@ -480,7 +479,7 @@ fn run_batch(
 }
 
 /// Each position's requested moves as indices into the flattened `[n, 8900]` logits.
-fn flat_indices(jobs: &[Job], out: &mut Vec<i64>) {
+fn flat_indices(jobs: &[CallerBatch], out: &mut Vec<i64>) {
     out.clear();
     let mut position = 0i64;
     for job in jobs {
@@ -499,7 +498,7 @@ fn flat_indices(jobs: &[Job], out: &mut Vec<i64>) {
 
 /// Softmax over each position's legal moves only; `logits` holds the
 /// requested moves' logits back to back.
-fn answer(jobs: Vec<Job>, logits: &[f32], wdl: &[f32]) {
+fn answer(jobs: Vec<CallerBatch>, logits: &[f32], wdl: &[f32]) {
     let mut position = 0;
     let mut logits = logits;
     for job in jobs {

@@ -302,7 +302,7 @@ mod tests {
 
     fn input(net: &Net) -> Tensor {
         Tensor::rand(
-            [2, net.arch().encoder.planes() as i64, 10, 10],
+            net.arch().encoder.input_shape(2),
             (Kind::Float, Device::Cpu),
         )
     }

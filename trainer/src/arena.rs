@@ -18,10 +18,10 @@ use engine::{Color, Game, Move, Outcome, Position, Reason};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
 use serde::Serialize;
 
+use crate::external_engine::{UciConfig, UciEngine};
 use crate::openings;
+use crate::run_dir::resolve_weights;
 use crate::sprt::{Decision, Sprt, SprtReport};
-use crate::train::{latest_checkpoint, weights_file};
-use crate::uci_engine::{UciConfig, UciEngine};
 
 const DEFAULT_PLAYOUTS: u32 = 100;
 /// How long a partial batch waits: long enough for the other games' leaves
@@ -216,42 +216,6 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.win_check as u8,
         search.capture_prior
     )
-}
-
-/// The weights file behind `path`: a weights file itself, a `latest` file
-/// naming a checkpoint (`000012` means `000012.weights.safetensors` beside
-/// it), a checkpoints directory holding `latest`, or a run directory holding
-/// `checkpoints/latest`.
-pub fn resolve_weights(path: &Path) -> Result<PathBuf> {
-    if path.is_dir() {
-        for latest in [path.join("checkpoints").join("latest"), path.join("latest")] {
-            if latest.is_file() {
-                return resolve_weights(&latest);
-            }
-        }
-        bail!(
-            "{}: a directory without checkpoints/latest or latest (no checkpoint yet?)",
-            path.display()
-        );
-    }
-    if path.file_name() == Some("latest".as_ref()) {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let name =
-            latest_checkpoint(dir)?.with_context(|| format!("{}: no such file", path.display()))?;
-        let weights = weights_file(dir, &name);
-        if !weights.is_file() {
-            bail!(
-                "{} names checkpoint {name}, but {} does not exist",
-                path.display(),
-                weights.display()
-            );
-        }
-        return Ok(weights);
-    }
-    if !path.is_file() {
-        bail!("{}: no such weights file", path.display());
-    }
-    Ok(path.to_path_buf())
 }
 
 /// Wins, draws and losses of one player.
@@ -473,7 +437,7 @@ impl Maker {
 }
 
 /// A finished game and who played White.
-struct Finished {
+struct PlayedGame {
     index: usize,
     game: Game,
     player1_white: bool,
@@ -693,7 +657,7 @@ pub fn play_match(
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let mut finished: Vec<Finished> = Vec::with_capacity(args.games);
+    let mut finished: Vec<PlayedGame> = Vec::with_capacity(args.games);
     let mut tally = Tally::default();
     let mut decision = Decision::None;
     std::thread::scope(|scope| {
@@ -725,7 +689,7 @@ pub fn play_match(
                 let Some((game, forfeit)) = played else {
                     return;
                 };
-                let done = Finished {
+                let done = PlayedGame {
                     index,
                     game,
                     player1_white,

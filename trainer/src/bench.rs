@@ -152,7 +152,7 @@ fn encode_batch(encoder: EncoderConfig, batch: usize, samples: &[Sample]) -> Vec
 fn bare_throughput(net: &Net, planes: &[f32], batch: usize, seconds: f64) -> f64 {
     let encoder = net.arch().encoder;
     let xs = Tensor::from_slice(planes)
-        .view([batch as i64, encoder.planes() as i64, 10, 10])
+        .view(encoder.input_shape(batch))
         .to_device(net.device());
     tch::no_grad(|| {
         let run = || {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use tch::{CModule, Device, Kind, Tensor};
 
-use crate::arena::resolve_weights;
+use crate::run_dir::resolve_weights;
 use models::net::Net;
 
 #[derive(Args, Debug)]
@@ -49,8 +49,10 @@ pub fn run(args: ExportArgs) -> Result<()> {
 /// weights are frozen first: tracing stores them as constants.
 pub fn trace(net: &mut Net, path: &Path) -> Result<()> {
     net.var_store_mut().freeze();
-    let planes = net.arch().encoder.planes() as i64;
-    let example = Tensor::zeros([1, planes, 10, 10], (Kind::Float, Device::Cpu));
+    let example = Tensor::zeros(
+        net.arch().encoder.input_shape(1),
+        (Kind::Float, Device::Cpu),
+    );
     let module = tch::no_grad(|| {
         CModule::create_by_tracing("MixZeroNet", "forward", &[example], &mut |inputs| {
             let (policy, wdl) = net.forward_t(&inputs[0], false);

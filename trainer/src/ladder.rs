@@ -3,7 +3,6 @@
 //! beat the best one so far before self-play uses it. Matches run on their
 //! own thread with their own inference server, so self-play goes on.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -15,7 +14,7 @@ use engine::{check, InvalidKey};
 use serde::{Deserialize, Serialize};
 
 use crate::arena::{self, ArenaArgs, Openings, Summary};
-use crate::train::weights_file;
+use crate::run_dir::Checkpoints;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -123,7 +122,7 @@ impl Evaluations {
     pub fn start(
         config: EvaluationConfig,
         search: SearchConfig,
-        checkpoints: PathBuf,
+        checkpoints: Checkpoints,
         seed: u64,
     ) -> Evaluations {
         let (jobs, job_rx) = mpsc::channel::<Job>();
@@ -198,13 +197,12 @@ impl Evaluations {
 
 /// The player spec of a checkpoint, searched with the run's own settings.
 fn network(
-    checkpoints: &Path,
+    checkpoints: &Checkpoints,
     checkpoint: u32,
     config: &EvaluationConfig,
     search: &SearchConfig,
 ) -> String {
-    let name = format!("{checkpoint:06}");
-    arena::network_spec(&weights_file(checkpoints, &name), config.playouts, search)
+    arena::network_spec(&checkpoints.weights(checkpoint), config.playouts, search)
 }
 
 impl Drop for Evaluations {

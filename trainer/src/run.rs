@@ -31,8 +31,9 @@ use crate::ladder::{Evaluations, Job, Report};
 use crate::metrics::MetricsLog;
 use crate::progress::{Progress, Status};
 use crate::replay::{build_batch, ReplayBuffer, ReuseLimiter};
+use crate::run_dir::RunDir;
 use crate::selfplay::{self, Finished};
-use crate::train::{latest_checkpoint, weights_file, StepStats, TrainState};
+use crate::train::{StepStats, TrainState};
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -69,7 +70,7 @@ pub fn code_version() -> String {
 /// The config of a run: the run's own when resuming (a given one must
 /// match it), else the given one or the embedded default.
 fn resolve_config(args: &TrainArgs) -> Result<Config> {
-    let stored = args.run_dir.join("config.toml");
+    let stored = RunDir::new(&args.run_dir).config();
     let given = args.config.as_deref().map(Config::load).transpose()?;
     if stored.exists() {
         let config = Config::load(&stored)?;
@@ -88,44 +89,9 @@ fn resolve_config(args: &TrainArgs) -> Result<Config> {
     })
 }
 
-struct Dirs {
-    checkpoints: PathBuf,
-    games: PathBuf,
-    logs: PathBuf,
-}
-
-fn prepare_run_dir(run_dir: &Path, config: &Config) -> Result<Dirs> {
-    let dirs = Dirs {
-        checkpoints: run_dir.join("checkpoints"),
-        games: run_dir.join("games"),
-        logs: run_dir.join("logs"),
-    };
-    for dir in [&dirs.checkpoints, &dirs.games, &dirs.logs] {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let config_path = run_dir.join("config.toml");
-    if !config_path.exists() {
-        // Resolved, every key written: a later change of the embedded
-        // defaults does not change a resumed run.
-        let text = format!(
-            "# The resolved config of this run (every key), written by mixzero {}.\n{}",
-            code_version(),
-            config.to_toml()
-        );
-        models::weights::write_atomically(&config_path, text.as_bytes())
-            .with_context(|| format!("writing {}", config_path.display()))?;
-    }
-    let version_path = run_dir.join("version.txt");
-    let mut versions = std::fs::read_to_string(&version_path).unwrap_or_default();
-    versions.push_str(&format!("{}\n", code_version()));
-    models::weights::write_atomically(&version_path, versions.as_bytes())
-        .with_context(|| format!("writing {}", version_path.display()))?;
-    Ok(dirs)
-}
-
 /// Running totals for logs and TensorBoard.
 #[derive(Default)]
-struct Tally {
+struct SelfPlayTotals {
     games: u64,
     plies: u64,
     /// Policy-target samples.
@@ -145,7 +111,7 @@ struct Tally {
     reached_ply10: u64,
 }
 
-impl Tally {
+impl SelfPlayTotals {
     fn add(&mut self, finished: &Finished) {
         let stats = &finished.stats;
         let outcome = finished.record.outcome;
@@ -178,7 +144,9 @@ impl Tally {
 
 pub fn run(args: TrainArgs) -> Result<()> {
     let config = resolve_config(&args)?;
-    let dirs = prepare_run_dir(&args.run_dir, &config)?;
+    let dirs = RunDir::new(&args.run_dir);
+    dirs.prepare(&config, &code_version())?;
+    let checkpoints = dirs.checkpoints();
     let device = models::device();
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
@@ -187,31 +155,30 @@ pub fn run(args: TrainArgs) -> Result<()> {
     });
     tracing::info!(run_dir = %args.run_dir.display(), ?device, net = %config.net.name(), version = %code_version(), "train");
 
-    let state = match latest_checkpoint(&dirs.checkpoints)? {
-        Some(name) => {
-            let state = TrainState::load_checkpoint(&dirs.checkpoints, &name, device)
-                .with_context(|| format!("resuming from checkpoint {name}"))?;
-            tracing::info!(checkpoint = %name, step = state.progress.step, "resumed");
+    let mut state = match checkpoints.latest()? {
+        Some(n) => {
+            let state = TrainState::load_checkpoint(&checkpoints, n, device)
+                .with_context(|| format!("resuming from checkpoint {n:06}"))?;
+            tracing::info!(checkpoint = n, step = state.progress.step, "resumed");
             state
         }
         None => {
             tch::manual_seed(seed as i64);
             let state = TrainState::new(Net::new(config.arch(), device));
-            state.save_checkpoint(&dirs.checkpoints)?;
+            state.save_checkpoint(&checkpoints)?;
             state
         }
     };
-    let mut state = state;
     state.set_compute_kind(config.training.precision.kind(device))?;
     if state.arch() != config.arch() {
         bail!(
-            "the run's checkpoints hold a {} net, its config a {} net",
-            state.arch().net.name(),
-            config.net.name()
+            "the run's checkpoints hold a net of {:?}, its config asks for {:?}",
+            state.arch(),
+            config.arch()
         );
     }
 
-    let (mut replay, warnings) = ReplayBuffer::load_dir(&dirs.games, &config.replay)?;
+    let (mut replay, warnings) = ReplayBuffer::load_dir(&dirs.games(), &config.replay)?;
     for warning in warnings {
         tracing::warn!("{warning}");
     }
@@ -220,7 +187,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     let samples_at_start = replay.total_samples_ever();
     if let Some(pgn) = &args.bootstrap {
         // Counted as new samples: training on them starts at once.
-        import_bootstrap(pgn, &args.run_dir, &dirs.games, &mut replay)?;
+        import_bootstrap(pgn, &dirs, &mut replay)?;
     }
     tracing::info!(
         games = replay.games_in_window(),
@@ -230,7 +197,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
 
     // With gating, self-play goes on with the best net so far.
     let best = match config.evaluation.gating {
-        true => read_best(&dirs.checkpoints)?.unwrap_or(state.progress.checkpoint),
+        true => checkpoints.best()?.unwrap_or(state.progress.checkpoint),
         false => state.progress.checkpoint,
     };
     let inference = if best == state.progress.checkpoint {
@@ -240,10 +207,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
             device,
         )?
     } else {
-        models::weights::load(
-            &weights_file(&dirs.checkpoints, &format!("{best:06}")),
-            device,
-        )?
+        models::weights::load(&checkpoints.weights(best), device)?
     };
     let server = InferenceServer::start(inference, config.inference);
     let client = server.client();
@@ -262,7 +226,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         Evaluations::start(
             config.evaluation.clone(),
             config.search,
-            dirs.checkpoints.clone(),
+            checkpoints.clone(),
             seed,
         )
     });
@@ -279,7 +243,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
     }
 
     let state = Arc::new(Mutex::new(state));
-    let mut metrics = MetricsLog::open(&dirs.logs)?;
+    let mut metrics = MetricsLog::open(&dirs.logs())?;
     let deadline = args
         .minutes
         .map(|m| Instant::now() + Duration::from_secs_f64(m * 60.0));
@@ -323,7 +287,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         let workers_result = workers.join().expect("self-play thread");
         // Games that finished while stopping are kept too.
         let late: Vec<GameRecord> = games_rx.try_iter().map(|f| f.record).collect();
-        save_games(&dirs.games, &late)?;
+        save_games(&dirs.games(), &late)?;
         outcome?;
         match workers_result {
             Ok(()) | Err(engine::EvalError::Disconnected) => Ok(()),
@@ -423,7 +387,7 @@ impl Drop for Trainer<'_> {
 
 struct TrainLoop<'a> {
     config: &'a Config,
-    dirs: &'a Dirs,
+    dirs: &'a RunDir,
     client: &'a InferenceClient,
     trainer: &'a Trainer<'a>,
     state: &'a Arc<Mutex<TrainState>>,
@@ -443,16 +407,11 @@ struct TrainLoop<'a> {
 /// Adds the games of `pgn` to the run's games (a chunk, like self-play's)
 /// and to `replay`, unless this run imported the same text before
 /// (`bootstrap.txt` in the run directory lists what it imported).
-fn import_bootstrap(
-    pgn: &Path,
-    run_dir: &Path,
-    games_dir: &Path,
-    replay: &mut ReplayBuffer,
-) -> Result<()> {
+fn import_bootstrap(pgn: &Path, dirs: &RunDir, replay: &mut ReplayBuffer) -> Result<()> {
     let text = std::fs::read_to_string(pgn)
         .with_context(|| format!("cannot read --bootstrap {}", pgn.display()))?;
     let checksum = format!("{:08x}", crc32fast::hash(text.as_bytes()));
-    let log_path = run_dir.join("bootstrap.txt");
+    let log_path = dirs.bootstrap_log();
     let mut log = std::fs::read_to_string(&log_path).unwrap_or_default();
     if log
         .lines()
@@ -472,7 +431,7 @@ fn import_bootstrap(
             pgn.display()
         );
     }
-    save_games(games_dir, &imported.games)?;
+    save_games(&dirs.games(), &imported.games)?;
     let samples: usize = imported.games.iter().map(GameRecord::samples).sum();
     tracing::info!(
         pgn = %pgn.display(),
@@ -563,7 +522,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     // state is locked while a step runs, so the loop keeps its own count).
     let mut pending: Option<Receiver<crate::train::StepStats>> = None;
     let mut steps_done = 0u64;
-    let mut tally = Tally::default();
+    let mut tally = SelfPlayTotals::default();
     let mut last_stats: Option<StepStats> = None;
     let mut steps_since_checkpoint = 0u64;
     let mut last_log = Instant::now();
@@ -585,7 +544,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         finished.extend(games.try_iter());
         if !finished.is_empty() {
             let records: Vec<GameRecord> = finished.iter().map(|f| f.record.clone()).collect();
-            save_games(&dirs.games, &records)?;
+            save_games(&dirs.games(), &records)?;
             for f in finished {
                 tally.add(&f);
                 replay.add(Arc::new(f.record));
@@ -790,7 +749,7 @@ fn handle_report(
     report: Report,
     config: &Config,
     client: &InferenceClient,
-    dirs: &Dirs,
+    dirs: &RunDir,
     metrics: &mut MetricsLog,
     network: &AtomicU32,
 ) -> Result<()> {
@@ -850,28 +809,14 @@ fn handle_report(
     Ok(())
 }
 
-/// The checkpoints directory's `best`: the checkpoint self-play uses under gating.
-fn read_best(dir: &Path) -> Result<Option<u32>> {
-    let path = dir.join("best");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map(Some)
-            .with_context(|| format!("{}: not a checkpoint number", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-    }
-}
-
 /// Makes `candidate` the self-play net and records it as the best.
 fn promote(
     client: &InferenceClient,
-    dirs: &Dirs,
+    dirs: &RunDir,
     candidate: u32,
     network: &AtomicU32,
 ) -> Result<()> {
-    let path = weights_file(&dirs.checkpoints, &format!("{candidate:06}"));
+    let path = dirs.checkpoints().weights(candidate);
     let bytes =
         Arc::new(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
     let name = path.display().to_string();
@@ -884,11 +829,7 @@ fn promote(
         .context("inference server stopped")?
         .into_iter()
         .collect::<Result<()>>()?;
-    models::weights::write_atomically(
-        &dirs.checkpoints.join("best"),
-        format!("{candidate:06}\n").as_bytes(),
-    )
-    .context("writing checkpoints/best")?;
+    dirs.checkpoints().set_best(candidate)?;
     network.store(candidate, Ordering::SeqCst);
     Ok(())
 }
@@ -900,20 +841,20 @@ fn checkpoint(
     client: &InferenceClient,
     trainer: &Trainer<'_>,
     state: &Arc<Mutex<TrainState>>,
-    dirs: &Dirs,
+    dirs: &RunDir,
     replay: &ReplayBuffer,
     games: u64,
     network: Option<&AtomicU32>,
 ) -> Result<u32> {
     let task_state = Arc::clone(state);
-    let dir = dirs.checkpoints.clone();
+    let checkpoints = dirs.checkpoints();
     let samples = replay.total_samples_ever();
     let saved = trainer.run(move || -> Result<u32> {
         let mut s = task_state.lock().expect("train state");
         s.progress.checkpoint += 1;
         s.progress.samples_seen = samples;
         s.progress.games = games;
-        s.save_checkpoint(&dir)?;
+        s.save_checkpoint(&checkpoints)?;
         Ok(s.progress.checkpoint)
     })??;
     let Some(network) = network else {

@@ -4,7 +4,7 @@
 //! and checkpoint files.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use engine::{check, InvalidKey};
@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::replay::{Batch, Targets};
+use crate::run_dir::Checkpoints;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -239,10 +240,9 @@ impl TrainState {
     pub fn step(&mut self, batch: &Batch, config: &TrainingConfig) -> StepStats {
         let device = self.net.device();
         let n = batch.n as i64;
-        let planes = self.net.arch().encoder.planes() as i64;
         let upload =
             |data: &[f32], shape: &[i64]| Tensor::from_slice(data).view(shape).to_device(device);
-        let xs = upload(&batch.inputs, &[n, planes, 10, 10]);
+        let xs = upload(&batch.inputs, &self.net.arch().encoder.input_shape(batch.n));
         let target_policy = upload(&batch.policy, &[n, POLICY_SIZE as i64]);
         let legal = upload(&batch.legal, &[n, POLICY_SIZE as i64]);
         let target_wdl = upload(&batch.wdl, &[n, 3]);
@@ -273,7 +273,7 @@ impl TrainState {
                 let mse = (predicted.to_kind(Kind::Float) - &target_material)
                     .square()
                     .mean(Kind::Float);
-                loss = loss + &mse * config.material_weight;
+                loss += &mse * config.material_weight;
                 Some(mse)
             }
             _ => None,
@@ -383,19 +383,17 @@ impl TrainState {
         });
     }
 
-    /// Writes `NNNNNN.weights.safetensors` (the net alone, what engines load)
-    /// and `NNNNNN.state.safetensors` (optimizer state and counters), then
-    /// points `latest` at them; each file atomically, `latest` last.
-    pub fn save_checkpoint(&self, dir: &Path) -> Result<PathBuf> {
-        let name = format!("{:06}", self.progress.checkpoint);
-        let weights_path = weights_file(dir, &name);
+    /// Writes the checkpoint's weights (the net alone, what engines load)
+    /// and its optimizer state and counters, then points `latest` at them;
+    /// each file atomically, `latest` last.
+    pub fn save_checkpoint(&self, checkpoints: &Checkpoints) -> Result<PathBuf> {
+        let n = self.progress.checkpoint;
+        let weights_path = checkpoints.weights(n);
         weights::save(&self.net, &weights_path)?;
-        let state_path = dir.join(format!("{name}.state.safetensors"));
+        let state_path = checkpoints.state(n);
         weights::write_atomically(&state_path, &self.state_bytes()?)
             .with_context(|| format!("writing {}", state_path.display()))?;
-        let latest = dir.join("latest");
-        weights::write_atomically(&latest, format!("{name}\n").as_bytes())
-            .with_context(|| format!("writing {}", latest.display()))?;
+        checkpoints.set_latest(n)?;
         Ok(weights_path)
     }
 
@@ -428,12 +426,16 @@ impl TrainState {
         Ok(safetensors::serialize(views, Some(meta))?)
     }
 
-    /// Loads checkpoint `name` (such as `000012`) from `dir` onto `device`.
-    pub fn load_checkpoint(dir: &Path, name: &str, device: Device) -> Result<TrainState> {
-        let weights_path = weights_file(dir, name);
+    /// Loads checkpoint `n` onto `device`.
+    pub fn load_checkpoint(
+        checkpoints: &Checkpoints,
+        n: u32,
+        device: Device,
+    ) -> Result<TrainState> {
+        let weights_path = checkpoints.weights(n);
         let net = weights::load(&weights_path, device)?;
         let mut state = TrainState::new(net);
-        let state_path = dir.join(format!("{name}.state.safetensors"));
+        let state_path = checkpoints.state(n);
         let bytes = std::fs::read(&state_path)
             .with_context(|| format!("reading {}", state_path.display()))?;
         let what = || format!("optimizer state {}", state_path.display());
@@ -473,30 +475,6 @@ impl TrainState {
             }
         }
         Ok(state)
-    }
-}
-
-/// The weights file of checkpoint `name` in a checkpoints directory.
-pub fn weights_file(dir: &Path, name: &str) -> PathBuf {
-    dir.join(format!("{name}.weights.safetensors"))
-}
-
-/// The checkpoint name `latest` holds in a checkpoints directory, if any.
-pub fn latest_checkpoint(dir: &Path) -> Result<Option<String>> {
-    let path = dir.join("latest");
-    match std::fs::read_to_string(&path) {
-        Ok(text) => {
-            let name = text.trim();
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_digit()) {
-                bail!(
-                    "{}: expected a checkpoint number, found {name:?}",
-                    path.display()
-                );
-            }
-            Ok(Some(name.to_string()))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
 }
 

@@ -72,7 +72,7 @@ impl NetSearcher {
 }
 
 fn load(settings: &UciArgs) -> Result<Loaded> {
-    let path = crate::arena::resolve_weights(&settings.weights)?;
+    let path = crate::run_dir::resolve_weights(&settings.weights)?;
     let net = models::weights::load(&path, models::device())?;
     let history = net.arch().encoder.history;
     let batch = settings.batch.max(1);

@@ -297,12 +297,15 @@ fn an_arena_watched_live() {
     let Some(mut b) = browser() else { return };
     let mut server = Server::start_exactly(&[
         "arena",
+        // Players slow enough (tens of ms a move) that the match lasts well
+        // beyond the page's first look even on a busy machine: the process
+        // ends with the match, and the page then sees no more moves.
+        "--player",
+        "alphabeta:3",
         "--player",
         "alphabeta:2",
-        "--player",
-        "alphabeta:1",
         "--games",
-        "2",
+        "6",
         "--concurrency",
         "2",
         "--max-plies",

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use trainer::data::{list_chunks, read_chunk};
-use trainer::train::latest_checkpoint;
+use trainer::run_dir::Checkpoints;
 
 fn tiny_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml")
@@ -33,11 +33,10 @@ fn assert_ok(output: &Output) {
 }
 
 fn latest(run_dir: &Path) -> u32 {
-    latest_checkpoint(&run_dir.join("checkpoints"))
+    Checkpoints::new(run_dir.join("checkpoints"))
+        .latest()
         .unwrap()
         .expect("a checkpoint")
-        .parse()
-        .unwrap()
 }
 
 /// Every chunk reads back; returns how many games they hold.
@@ -103,10 +102,11 @@ fn a_killed_run_resumes_with_nothing_lost() {
         .expect("starting mixzero");
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(90) {
-        let trained = latest_checkpoint(&run.join("checkpoints"))
+        let trained = Checkpoints::new(run.join("checkpoints"))
+            .latest()
             .ok()
             .flatten()
-            .is_some_and(|n| n != "000000");
+            .is_some_and(|n| n != 0);
         if trained {
             break;
         }

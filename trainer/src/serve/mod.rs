@@ -27,8 +27,9 @@ use clap::Args;
 use engine::mcts::SearchConfig;
 use models::server::{InferenceServer, ServerConfig};
 
-use crate::arena::{resolve_weights, ArenaArgs};
-use crate::uci_engine::UciConfig;
+use crate::arena::ArenaArgs;
+use crate::external_engine::UciConfig;
+use crate::run_dir::resolve_weights;
 use http::App;
 use session::{Hub, NetSource};
 pub use watch::ArenaBoards;

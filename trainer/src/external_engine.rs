@@ -3,7 +3,7 @@
 //! The engine runs as a child process spoken to over stdin/stdout; a thread
 //! reads its output into a channel so that every wait has a deadline. Any
 //! failure (no answer in time, a crash, a move that is not legal under the
-//! full rules) is returned as a [`UciError`]: the arena scores it as a loss
+//! full rules) is returned as a [`EngineError`]: the arena scores it as a loss
 //! for the engine and starts a fresh process for the next game.
 
 use std::io::{BufRead, BufReader, Write};
@@ -196,7 +196,7 @@ impl UciConfig {
 
 /// Why an engine could not give a move; it loses the game.
 #[derive(Debug, Error)]
-pub enum UciError {
+pub enum EngineError {
     #[error("could not start `{program}`: {source}")]
     Spawn {
         program: String,
@@ -215,13 +215,15 @@ pub enum UciError {
     Illegal(String),
 }
 
-impl UciError {
+impl EngineError {
     /// The PGN `Termination` value for a game lost this way.
     pub fn termination(&self) -> &'static str {
         match self {
-            UciError::Timeout { .. } => "time forfeit",
-            UciError::Illegal(_) => "rules infraction",
-            UciError::Spawn { .. } | UciError::Crash { .. } | UciError::Write(_) => "abandoned",
+            EngineError::Timeout { .. } => "time forfeit",
+            EngineError::Illegal(_) => "rules infraction",
+            EngineError::Spawn { .. } | EngineError::Crash { .. } | EngineError::Write(_) => {
+                "abandoned"
+            }
         }
     }
 }
@@ -237,14 +239,14 @@ pub struct UciEngine {
 
 impl UciEngine {
     /// Starts the engine and runs the handshake: `uci`, the options, `isready`.
-    pub fn start(config: &UciConfig) -> Result<UciEngine, UciError> {
+    pub fn start(config: &UciConfig) -> Result<UciEngine, EngineError> {
         let mut child = Command::new(&config.program)
             .args(&config.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|source| UciError::Spawn {
+            .map_err(|source| EngineError::Spawn {
                 program: config.program.clone(),
                 source,
             })?;
@@ -281,14 +283,14 @@ impl UciEngine {
     }
 
     /// Tells the engine that a new game starts.
-    pub fn new_game(&mut self) -> Result<(), UciError> {
+    pub fn new_game(&mut self) -> Result<(), EngineError> {
         self.send("ucinewgame")?;
         self.sync()
     }
 
     /// The engine's move in the current position of `game`, checked legal
     /// under the full rules.
-    pub fn best_move(&mut self, game: &Game) -> Result<Move, UciError> {
+    pub fn best_move(&mut self, game: &Game) -> Result<Move, EngineError> {
         let moves: Vec<String> = game
             .moves()
             .iter()
@@ -320,29 +322,28 @@ impl UciEngine {
         self.send(&go)?;
         let line = self.wait_for("bestmove", self.config.search_deadline())?;
         let text = line.split_whitespace().nth(1).unwrap_or_default();
-        let ours = self
-            .config
-            .ours(text)
-            .ok_or_else(|| UciError::Illegal(format!("`{text}` names the k file, yet files=j")))?;
+        let ours = self.config.ours(text).ok_or_else(|| {
+            EngineError::Illegal(format!("`{text}` names the k file, yet files=j"))
+        })?;
         game.position()
             .parse_move(&ours)
-            .map_err(|e| UciError::Illegal(e.to_string()))
+            .map_err(|e| EngineError::Illegal(e.to_string()))
     }
 
-    fn send(&mut self, line: &str) -> Result<(), UciError> {
+    fn send(&mut self, line: &str) -> Result<(), EngineError> {
         writeln!(self.stdin, "{line}")
             .and_then(|()| self.stdin.flush())
-            .map_err(UciError::Write)
+            .map_err(EngineError::Write)
     }
 
     /// `isready`, then waits for `readyok`.
-    fn sync(&mut self) -> Result<(), UciError> {
+    fn sync(&mut self) -> Result<(), EngineError> {
         self.send("isready")?;
         self.wait_for("readyok", HANDSHAKE).map(drop)
     }
 
     /// The first line starting with `token`, skipping others (`info`, `id`...).
-    fn wait_for(&mut self, token: &'static str, limit: Duration) -> Result<String, UciError> {
+    fn wait_for(&mut self, token: &'static str, limit: Duration) -> Result<String, EngineError> {
         let deadline = Instant::now() + limit;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -350,13 +351,13 @@ impl UciEngine {
                 Ok(line) if line.split_whitespace().next() == Some(token) => return Ok(line),
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(UciError::Timeout {
+                    return Err(EngineError::Timeout {
                         expected: token,
                         waited: limit,
                     })
                 }
                 Err(RecvTimeoutError::Disconnected) => {
-                    return Err(UciError::Crash {
+                    return Err(EngineError::Crash {
                         expected: token,
                         how: self.exit_status(),
                     })
@@ -466,7 +467,7 @@ mod tests {
     fn a_missing_program_fails_to_start() {
         let config = UciConfig::parse("uci:/nonexistent/mixzero-test-engine").unwrap();
         let err = UciEngine::start(&config).err().expect("no such program");
-        assert!(matches!(err, UciError::Spawn { .. }), "{err}");
+        assert!(matches!(err, EngineError::Spawn { .. }), "{err}");
         assert_eq!(err.termination(), "abandoned");
     }
 }
