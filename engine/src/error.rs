@@ -98,6 +98,40 @@ impl InvalidKey {
     }
 }
 
+/// `value` must be a finite number above 0.
+pub fn positive<T: Into<f64> + Copy + std::fmt::Display>(
+    key: &'static str,
+    value: T,
+) -> Result<(), InvalidKey> {
+    let v = value.into();
+    check(v > 0.0 && v.is_finite(), key, || {
+        format!("{value} (expected a number > 0)")
+    })
+}
+
+/// `value` must be a finite number of at least 0.
+pub fn non_negative<T: Into<f64> + Copy + std::fmt::Display>(
+    key: &'static str,
+    value: T,
+) -> Result<(), InvalidKey> {
+    let v = value.into();
+    check(v >= 0.0 && v.is_finite(), key, || {
+        format!("{value} (expected a number >= 0)")
+    })
+}
+
+/// `value` must lie in `lo..=hi`.
+pub fn within<T: PartialOrd + Copy + std::fmt::Display>(
+    key: &'static str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> Result<(), InvalidKey> {
+    check((lo..=hi).contains(&value), key, || {
+        format!("{value} (expected {lo}..={hi})")
+    })
+}
+
 /// `Err(InvalidKey)` for `key` unless `ok`.
 pub fn check(ok: bool, key: &'static str, why: impl FnOnce() -> String) -> Result<(), InvalidKey> {
     match ok {

@@ -24,7 +24,10 @@ pub mod uci;
 mod zobrist;
 
 pub use bitboard::Bitboard;
-pub use error::{check, FenError, InvalidKey, MoveError, ParseSquareError, PgnError, SanError};
+pub use error::{
+    check, non_negative, positive, within, FenError, InvalidKey, MoveError, ParseSquareError,
+    PgnError, SanError,
+};
 pub use eval::{EvalError, EvalRequest, Evaluation, Evaluator, UniformEvaluator, Wdl};
 pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};

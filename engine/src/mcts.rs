@@ -10,7 +10,7 @@ use rand::Rng;
 use rand_distr::{Distribution, Gamma};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{check, InvalidKey};
+use crate::error::{check, non_negative, positive, within, InvalidKey};
 use crate::eval::{EvalError, EvalRequest, Evaluator, Wdl};
 use crate::game::Game;
 use crate::position::{Move, Position};
@@ -72,47 +72,21 @@ impl Default for SearchConfig {
 
 impl SearchConfig {
     pub fn validate(&self) -> Result<(), InvalidKey> {
-        check(
-            self.c_puct > 0.0 && self.c_puct.is_finite(),
-            "c_puct",
-            || format!("{} (expected a number > 0)", self.c_puct),
-        )?;
+        positive("c_puct", self.c_puct)?;
         check(
             self.c_puct_base >= 1.0 && self.c_puct_base.is_finite(),
             "c_puct_base",
             || format!("{} (expected a number >= 1)", self.c_puct_base),
         )?;
-        check(
-            self.c_puct_factor >= 0.0 && self.c_puct_factor.is_finite(),
-            "c_puct_factor",
-            || format!("{} (expected a number >= 0)", self.c_puct_factor),
-        )?;
+        non_negative("c_puct_factor", self.c_puct_factor)?;
         check(self.fpu_reduction.is_finite(), "fpu_reduction", || {
             format!("{} (expected a number)", self.fpu_reduction)
         })?;
-        check(
-            (1..=4096).contains(&self.leaves_in_flight),
-            "leaves_in_flight",
-            || format!("{} (expected 1..=4096)", self.leaves_in_flight),
-        )?;
-        check(
-            self.virtual_loss >= 0.0 && self.virtual_loss.is_finite(),
-            "virtual_loss",
-            || format!("{} (expected a number >= 0)", self.virtual_loss),
-        )?;
-        check(
-            self.dirichlet_alpha_total > 0.0 && self.dirichlet_alpha_total.is_finite(),
-            "dirichlet_alpha_total",
-            || format!("{} (expected a number > 0)", self.dirichlet_alpha_total),
-        )?;
-        check(
-            (0.0..=1.0).contains(&self.dirichlet_epsilon),
-            "dirichlet_epsilon",
-            || format!("{} (expected 0..=1)", self.dirichlet_epsilon),
-        )?;
-        check((1..=64).contains(&self.history), "history", || {
-            format!("{} (expected 1..=64)", self.history)
-        })?;
+        within("leaves_in_flight", self.leaves_in_flight, 1, 4096)?;
+        non_negative("virtual_loss", self.virtual_loss)?;
+        positive("dirichlet_alpha_total", self.dirichlet_alpha_total)?;
+        within("dirichlet_epsilon", self.dirichlet_epsilon, 0.0, 1.0)?;
+        within("history", self.history, 1, 64)?;
         check(
             (0.0..1.0).contains(&self.capture_prior),
             "capture_prior",
@@ -247,25 +221,9 @@ impl Search {
     /// into what the network learns.
     pub fn set_root_capture_prior(&mut self, on: bool) {
         self.root_capture_prior = on;
-        let root = &self.nodes[ROOT as usize];
-        if root.state != NodeState::Expanded {
-            return;
-        }
-        let range = root.children();
-        let pos = *self.root_position();
-        let moves: Vec<Move> = self.nodes[range.clone()]
-            .iter()
-            .map(|c| c.mv.expect("children carry moves"))
-            .collect();
-        let mut priors: Vec<f32> = self.nodes[range.clone()]
-            .iter()
-            .map(|c| c.net_prior)
-            .collect();
-        if on {
-            share_with_captures(&pos, &moves, &mut priors, self.config.capture_prior);
-        }
-        for (node, prior) in self.nodes[range].iter_mut().zip(priors) {
-            node.prior = prior;
+        if self.nodes[ROOT as usize].state == NodeState::Expanded {
+            let pos = *self.root_position();
+            self.shape_priors(ROOT, &pos);
         }
     }
 
@@ -337,7 +295,7 @@ impl Search {
                     let priors: Vec<f32> = (0..moves.len())
                         .map(|i| if i == win { 1.0 } else { 0.0 })
                         .collect();
-                    self.expand(node, &moves, &priors, &priors);
+                    self.expand(node, &moves, &priors);
                     self.backup(&path, 1.0, 0.0);
                     if pending.is_empty() {
                         return Ok(());
@@ -378,11 +336,8 @@ impl Search {
         for (leaf, evaluation) in pending.into_iter().zip(evaluations) {
             let node = *leaf.path.last().expect("a path ends at its leaf");
             let pos = leaf.history.last().expect("a leaf's history ends at it");
-            let mut priors = evaluation.policy.clone();
-            if node != ROOT || self.root_capture_prior {
-                share_with_captures(pos, &leaf.moves, &mut priors, self.config.capture_prior);
-            }
-            self.expand(node, &leaf.moves, &evaluation.policy, &priors);
+            self.expand(node, &leaf.moves, &evaluation.policy);
+            self.shape_priors(node, pos);
             let wdl = evaluation.wdl;
             self.backup(&leaf.path, wdl.value(), wdl.draw);
         }
@@ -550,24 +505,48 @@ impl Search {
         on_path + in_game
     }
 
-    /// Gives `id` a child per move with the evaluator's prior `net` and the
-    /// prior the search uses, `shaped`.
-    fn expand(&mut self, id: NodeId, moves: &[Move], net: &[f32], shaped: &[f32]) {
+    /// Gives `id` a child per move with the evaluator's prior.
+    fn expand(&mut self, id: NodeId, moves: &[Move], priors: &[f32]) {
         let first = self.nodes.len() as NodeId;
-        self.nodes
-            .extend(
-                moves
-                    .iter()
-                    .zip(net.iter().zip(shaped))
-                    .map(|(&mv, (&net_prior, &prior))| Node {
-                        net_prior,
-                        ..Node::new(Some(mv), prior)
-                    }),
-            );
+        self.nodes.extend(
+            moves
+                .iter()
+                .zip(priors)
+                .map(|(&mv, &prior)| Node::new(Some(mv), prior)),
+        );
         let node = &mut self.nodes[id as usize];
         node.first_child = first;
         node.child_count = moves.len() as u32;
         node.state = NodeState::Expanded;
+    }
+
+    /// The priors PUCT uses for `id`'s children (moves in `pos`): the
+    /// evaluator's, with `capture_prior` of the mass moved onto the captures,
+    /// evenly; a root kept free of the heuristic keeps the evaluator's.
+    fn shape_priors(&mut self, id: NodeId, pos: &Position) {
+        let share = match id == ROOT && !self.root_capture_prior {
+            true => 0.0,
+            false => self.config.capture_prior,
+        };
+        let range = self.nodes[id as usize].children();
+        let children = &mut self.nodes[range];
+        let is_capture = |c: &Node| pos.is_capture(c.mv.expect("children carry moves"));
+        let captures = match share > 0.0 {
+            true => children.iter().filter(|c| is_capture(c)).count(),
+            false => 0,
+        };
+        if captures == 0 {
+            // Unshaped: what a kept root may have had is undone.
+            for child in children.iter_mut() {
+                child.prior = child.net_prior;
+            }
+            return;
+        }
+        let bonus = share / captures as f32;
+        for child in children.iter_mut() {
+            child.prior =
+                child.net_prior * (1.0 - share) + if is_capture(child) { bonus } else { 0.0 };
+        }
     }
 
     /// Backs up `value` (for the side to move at the leaf) along `path`.
@@ -803,24 +782,6 @@ impl Search {
 /// root visits: sqrt(k prior total), k = 2.
 fn forced_count(prior: f32, total: f32) -> f32 {
     (2.0 * prior * total).sqrt()
-}
-
-/// Moves `share` of the prior mass onto the captures among `moves`, evenly.
-fn share_with_captures(pos: &Position, moves: &[Move], priors: &mut [f32], share: f32) {
-    if share <= 0.0 {
-        return;
-    }
-    let captures = moves.iter().filter(|&&mv| pos.is_capture(mv)).count();
-    if captures == 0 {
-        return;
-    }
-    let bonus = share / captures as f32;
-    for (prior, &mv) in priors.iter_mut().zip(moves) {
-        *prior *= 1.0 - share;
-        if pos.is_capture(mv) {
-            *prior += bonus;
-        }
-    }
 }
 
 enum Selection {

@@ -66,13 +66,9 @@ impl NetConfig {
     }
 
     pub fn validate(&self) -> Result<(), engine::InvalidKey> {
-        use engine::check;
-        check((1..=64).contains(&self.blocks), "blocks", || {
-            format!("{} (expected 1..=64)", self.blocks)
-        })?;
-        check((1..=1024).contains(&self.channels), "channels", || {
-            format!("{} (expected 1..=1024)", self.channels)
-        })?;
+        use engine::{check, within};
+        within("blocks", self.blocks, 1, 64)?;
+        within("channels", self.channels, 1, 1024)?;
         check(
             self.se_ratio == 0 || self.channels / self.se_ratio > 0,
             "se_ratio",
@@ -83,11 +79,7 @@ impl NetConfig {
                 )
             },
         )?;
-        check(
-            (1..=1024).contains(&self.value_channels),
-            "value_channels",
-            || format!("{} (expected 1..=1024)", self.value_channels),
-        )?;
+        within("value_channels", self.value_channels, 1, 1024)?;
         check(
             (1..=65_536).contains(&self.value_hidden),
             "value_hidden",

@@ -52,10 +52,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     pub fn validate(&self) -> Result<(), engine::InvalidKey> {
-        use engine::check;
-        check((1..=65_536).contains(&self.max_batch), "max_batch", || {
-            format!("{} (expected 1..=65536)", self.max_batch)
-        })?;
+        use engine::{check, within};
+        within("max_batch", self.max_batch, 1, 65_536)?;
         check(self.max_wait_us <= 10_000_000, "max_wait_us", || {
             format!("{} (expected at most 10 s)", self.max_wait_us)
         })?;

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::mcts::{Search, SearchConfig};
-use engine::{EvalError, EvalRequest, Evaluation, Evaluator, Game, Move, Position, Wdl};
+use engine::{
+    EvalError, EvalRequest, Evaluation, Evaluator, Game, Move, Position, UniformEvaluator,
+};
 use models::encoding::{encode, EncoderConfig};
 use models::net::{Architecture, Net};
 use models::server::{encode_requests, InferenceServer, ServerConfig};
@@ -418,17 +420,7 @@ pub struct HostOnly {
 impl Evaluator for HostOnly {
     fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
         std::hint::black_box(encode_requests(&self.encoder, requests)?);
-        Ok(requests
-            .iter()
-            .map(|r| Evaluation {
-                policy: vec![1.0 / r.moves.len() as f32; r.moves.len()],
-                wdl: Wdl {
-                    win: 0.0,
-                    draw: 1.0,
-                    loss: 0.0,
-                },
-            })
-            .collect())
+        UniformEvaluator.evaluate_batch(requests)
     }
 }
 

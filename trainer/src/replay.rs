@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use engine::players::material_balance;
-use engine::{check, Color, EvalRequest, Game, InvalidKey, Move, Position, Reason, Wdl};
+use engine::{check, within, Color, EvalRequest, Game, InvalidKey, Move, Position, Reason, Wdl};
 use models::encoding::{encode, EncoderConfig};
 use models::policy::{move_index, POLICY_SIZE};
 use rand::Rng;
@@ -41,9 +41,7 @@ impl ReplayConfig {
         check(self.alpha > 0.0 && self.alpha <= 1.0, "alpha", || {
             format!("{} (expected 0 < alpha <= 1)", self.alpha)
         })?;
-        check((0.0..=1.0).contains(&self.beta), "beta", || {
-            format!("{} (expected 0..=1)", self.beta)
-        })?;
+        within("beta", self.beta, 0.0, 1.0)?;
         check(self.max_window >= self.min_window, "max_window", || {
             format!(
                 "{} is below min_window = {}",

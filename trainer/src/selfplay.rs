@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use engine::mcts::{Search, SearchConfig};
-use engine::{check, Color, EvalError, Evaluator, Game, InvalidKey, Outcome, Position, Reason};
+use engine::{
+    check, non_negative, within, Color, EvalError, Evaluator, Game, InvalidKey, Outcome, Position,
+    Reason,
+};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
@@ -62,9 +65,7 @@ pub struct SelfPlayConfig {
 
 impl SelfPlayConfig {
     pub fn validate(&self) -> Result<(), InvalidKey> {
-        check((1..=100_000).contains(&self.workers), "workers", || {
-            format!("{} (expected 1..=100000)", self.workers)
-        })?;
+        within("workers", self.workers, 1, 100_000)?;
         check(self.playouts >= 1, "playouts", || {
             "must be at least 1".into()
         })?;
@@ -76,24 +77,12 @@ impl SelfPlayConfig {
             "full_search_share",
             || format!("{} (expected 0 < share <= 1)", self.full_search_share),
         )?;
-        check(
-            self.temperature >= 0.0 && self.temperature.is_finite(),
-            "temperature",
-            || format!("{} (expected a number >= 0)", self.temperature),
-        )?;
-        check(
-            (-1.0..=1.0).contains(&self.resign_threshold),
-            "resign_threshold",
-            || format!("{} (expected -1..=1)", self.resign_threshold),
-        )?;
+        non_negative("temperature", self.temperature)?;
+        within("resign_threshold", self.resign_threshold, -1.0, 1.0)?;
         check(self.resign_consecutive >= 1, "resign_consecutive", || {
             "must be at least 1".into()
         })?;
-        check(
-            (0.0..=1.0).contains(&self.no_resign_share),
-            "no_resign_share",
-            || format!("{} (expected 0..=1)", self.no_resign_share),
-        )?;
+        within("no_resign_share", self.no_resign_share, 0.0, 1.0)?;
         check(self.max_plies >= 1, "max_plies", || {
             "must be at least 1".into()
         })?;

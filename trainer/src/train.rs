@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use engine::{check, InvalidKey};
+use engine::{check, non_negative, positive, within, InvalidKey};
 use models::net::{Architecture, Net};
 use models::policy::POLICY_SIZE;
 use models::weights;
@@ -86,39 +86,15 @@ impl TrainingConfig {
         check((0.0..1.0).contains(&self.momentum), "momentum", || {
             format!("{} (expected 0 <= momentum < 1)", self.momentum)
         })?;
-        check(
-            self.weight_decay >= 0.0 && self.weight_decay.is_finite(),
-            "weight_decay",
-            || format!("{} (expected a number >= 0)", self.weight_decay),
-        )?;
-        check(
-            self.value_weight > 0.0 && self.value_weight.is_finite(),
-            "value_weight",
-            || format!("{} (expected a number > 0)", self.value_weight),
-        )?;
-        check(
-            (0.0..=1.0).contains(&self.value_q_share),
-            "value_q_share",
-            || format!("{} (expected 0..=1)", self.value_q_share),
-        )?;
-        check(
-            self.material_weight >= 0.0 && self.material_weight.is_finite(),
-            "material_weight",
-            || format!("{} (expected a number >= 0)", self.material_weight),
-        )?;
+        non_negative("weight_decay", self.weight_decay)?;
+        positive("value_weight", self.value_weight)?;
+        within("value_q_share", self.value_q_share, 0.0, 1.0)?;
+        non_negative("material_weight", self.material_weight)?;
         check(self.material_plies >= 1, "material_plies", || {
             "must be at least 1".into()
         })?;
-        check(
-            self.material_scale > 0.0 && self.material_scale.is_finite(),
-            "material_scale",
-            || format!("{} (expected a number > 0)", self.material_scale),
-        )?;
-        check(
-            self.max_reuse > 0.0 && self.max_reuse.is_finite(),
-            "max_reuse",
-            || format!("{} (expected a number > 0)", self.max_reuse),
-        )?;
+        positive("material_scale", self.material_scale)?;
+        positive("max_reuse", self.max_reuse)?;
         check(self.checkpoint_every >= 1, "checkpoint_every", || {
             "must be at least 1".into()
         })?;
