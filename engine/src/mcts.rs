@@ -614,16 +614,23 @@ impl Search {
 
     /// [`Search::best_move`] among the root moves `allowed` accepts.
     pub fn best_move_among(&self, allowed: impl Fn(Move) -> bool) -> Option<Move> {
-        self.root_children()
+        self.ranked_root_children()
             .into_iter()
-            .filter(|c| allowed(c.mv))
-            .max_by(|a, b| {
-                a.visits
-                    .cmp(&b.visits)
-                    .then(a.q.total_cmp(&b.q))
-                    .then(a.prior.total_cmp(&b.prior))
-            })
+            .find(|c| allowed(c.mv))
             .map(|c| c.mv)
+    }
+
+    /// The root moves best first, in the order [`Search::best_move`] ranks
+    /// them: visits, then value, then prior.
+    pub fn ranked_root_children(&self) -> Vec<ChildStats> {
+        let mut children = self.root_children();
+        children.sort_by(|a, b| {
+            b.visits
+                .cmp(&a.visits)
+                .then(b.q.total_cmp(&a.q))
+                .then(b.prior.total_cmp(&a.prior))
+        });
+        children
     }
 
     /// The root visits of each move in generation order, as a policy target.

@@ -321,9 +321,9 @@ fn for_white(pos: &Position, wdl: [f32; 3]) -> [f32; 3] {
 }
 
 fn mcts_thinking(search: &Search, pos: &Position, name: &str, done: bool) -> ThinkingMsg {
-    let mut children = search.root_children();
-    children.sort_by(|a, b| b.visits.cmp(&a.visits).then(b.prior.total_cmp(&a.prior)));
-    let top = children
+    // Ranked as the move is chosen, so the move played heads the list.
+    let top = search
+        .ranked_root_children()
         .iter()
         .take(TOP_MOVES)
         .map(|c| TopMove {
@@ -572,7 +572,10 @@ impl Session {
 
     /// Starts a search when an engine is to move and none runs.
     fn schedule(self: &Arc<Self>, hub: &Arc<Hub>, inner: &mut Inner) {
-        if inner.search.is_some() || inner.game.outcome().is_some() {
+        // Nobody watching: no search. Without this check a search stopped
+        // because its last stream closed would, on handing its engine back,
+        // start again and hold its slot with no one left to stop it.
+        if inner.search.is_some() || inner.game.outcome().is_some() || inner.streams == 0 {
             return;
         }
         let side = inner.game.position().side_to_move();

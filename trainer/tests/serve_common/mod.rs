@@ -30,7 +30,11 @@ impl Server {
     pub fn start_exactly(args: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_mixzero"))
             .args(args)
-            .env("RUST_LOG", "warn")
+            // SERVE_LOG=debug shows the server's own log when a test fails.
+            .env(
+                "RUST_LOG",
+                std::env::var("SERVE_LOG").unwrap_or("warn".into()),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
