@@ -14,10 +14,10 @@ use models::server::ServerConfig;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ladder::EvaluationConfig;
-use crate::replay::ReplayConfig;
+use crate::eval::ladder::EvaluationConfig;
 use crate::selfplay::SelfPlayConfig;
-use crate::train::TrainingConfig;
+use crate::training::replay::ReplayConfig;
+use crate::training::state::TrainingConfig;
 
 pub const DEFAULT_TOML: &str = include_str!("../../configs/default.toml");
 pub const GPU_TOML: &str = include_str!("../../configs/gpu.toml");

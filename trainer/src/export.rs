@@ -1,49 +1,12 @@
-//! `mixzero export`: a checkpoint as a weights-only file for the engine
-//! (safetensors with the architecture in its metadata), and optionally as a
-//! TorchScript module traced from the net, for use from Python.
+//! A net as a TorchScript module, for use from Python (`mixzero export
+//! --torchscript`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::Args;
 use tch::{CModule, Device, Kind, Tensor};
 
-use crate::run_dir::resolve_weights;
 use models::net::Net;
-
-#[derive(Args, Debug)]
-pub struct ExportArgs {
-    /// The checkpoint: a weights file, a run directory, its checkpoints
-    /// directory or checkpoints/latest.
-    pub checkpoint: PathBuf,
-    /// The weights file to write (safetensors).
-    pub out: PathBuf,
-    /// Also write a TorchScript module here. Its `forward` takes the encoded
-    /// planes [N, planes, 10, 10] (f32) and returns one [N, 8903] tensor: the
-    /// 8900 policy logits, then the win/draw/loss logits.
-    #[arg(long, value_name = "FILE")]
-    pub torchscript: Option<PathBuf>,
-}
-
-pub fn run(args: ExportArgs) -> Result<()> {
-    let source = resolve_weights(&args.checkpoint)?;
-    let mut net = models::weights::load(&source, Device::Cpu)?;
-    models::weights::save(&net, &args.out)?;
-    let arch = net.arch();
-    println!(
-        "exported {} -> {} ({} net, history {}, {} parameters)",
-        source.display(),
-        args.out.display(),
-        arch.net.name(),
-        arch.encoder.history,
-        net.parameter_count()
-    );
-    if let Some(path) = &args.torchscript {
-        trace(&mut net, path)?;
-        println!("traced TorchScript module -> {}", path.display());
-    }
-    Ok(())
-}
 
 /// Traces the net in evaluation mode and saves the module atomically. The
 /// weights are frozen first: tracing stores them as constants.

@@ -1,22 +1,22 @@
 //! Self-play, training and evaluation for mixzero, behind the `mixzero` binary.
+//!
+//! - [`selfplay`]: worker threads playing games, their records and the chunk
+//!   files they are stored in;
+//! - [`training`]: the AlphaZero loop, the replay window and the optimizer;
+//! - [`eval`]: matches between players, external engines, openings, Elo and
+//!   SPRT, and the ladder run during training;
+//! - [`run_dir`] and [`config`]: a run's directory and its settings;
+//! - [`serve`]: the web page; [`bench`], [`doctor`], [`export`], [`uci`]:
+//!   what the other subcommands do.
 
-pub mod arena;
 pub mod bench;
-pub mod bootstrap;
 pub mod config;
-pub mod data;
 pub mod doctor;
+pub mod eval;
 pub mod export;
-pub mod external_engine;
-pub mod ladder;
 pub mod metrics;
-pub mod openings;
-pub mod progress;
-pub mod replay;
-pub mod run;
 pub mod run_dir;
 pub mod selfplay;
 pub mod serve;
-pub mod sprt;
-pub mod train;
+pub mod training;
 pub mod uci;

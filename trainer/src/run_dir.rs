@@ -39,6 +39,24 @@ impl RunDir {
         self.root.join("config.toml")
     }
 
+    /// The config of this run: its own when resuming (a `given` one must
+    /// match it), else `given` or the embedded default.
+    pub fn resolve_config(&self, given: Option<Config>) -> Result<Config> {
+        let stored = self.config();
+        if stored.exists() {
+            let config = Config::load(&stored)?;
+            if given.is_some_and(|given| given != config) {
+                bail!(
+                    "{} was started with another config ({}); use a new run directory or resume without a config",
+                    self.root.display(),
+                    stored.display()
+                );
+            }
+            return Ok(config);
+        }
+        Ok(given.unwrap_or_else(Config::default_config))
+    }
+
     pub fn bootstrap_log(&self) -> PathBuf {
         self.root.join("bootstrap.txt")
     }

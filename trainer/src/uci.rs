@@ -1,15 +1,14 @@
-//! `mixzero uci`: a network searched with MCTS as a UCI engine for Chess-mix,
-//! on the protocol loop of [`engine::uci`].
+//! A network searched with MCTS as a UCI engine for Chess-mix (`mixzero
+//! uci`), on the protocol loop of [`engine::uci`].
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use clap::Args;
+use anyhow::Result;
 use engine::mcts::{Search, SearchConfig};
 use engine::players::mcts::MctsPlayer;
 use engine::uci::{
-    run_uci, OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
+    OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
 };
 use engine::{Game, Move};
 use models::server::{InferenceServer, ServerConfig};
@@ -20,29 +19,18 @@ pub const BARE_GO_PLAYOUTS: u64 = 800;
 const INFO_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 const MAX_WAIT_US: u64 = 200;
 
-#[derive(Args, Debug, Clone)]
-pub struct UciArgs {
+/// What a network engine plays with; the UCI options change them.
+#[derive(Debug, Clone)]
+pub struct NetSettings {
     /// Weights: an exported file, a checkpoint, a run directory or checkpoints/latest.
-    #[arg(long)]
     pub weights: PathBuf,
     /// libtorch threads of the inference thread (0 = one per core).
-    #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Leaves the search evaluates together (the batch size).
-    #[arg(long, default_value_t = 8)]
     pub batch: usize,
-    /// Most playouts per move (0 = only the time and `go` limits; a bare `go` searches 800).
-    #[arg(long, default_value_t = 0)]
+    /// Most playouts per move (0 = only the time and `go` limits).
     pub playouts: u64,
-    /// PUCT exploration constant.
-    #[arg(long, default_value_t = SearchConfig::default().c_puct)]
     pub c_puct: f32,
-}
-
-pub fn run(args: UciArgs) -> Result<()> {
-    tracing::info!(device = ?models::device(), "uci");
-    let searcher = NetSearcher::new(args)?;
-    run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }
 
 /// A loaded network with its inference server and search.
@@ -53,25 +41,25 @@ struct Loaded {
 }
 
 pub struct NetSearcher {
-    settings: UciArgs,
+    settings: NetSettings,
     loaded: Loaded,
 }
 
 impl NetSearcher {
-    pub fn new(settings: UciArgs) -> Result<NetSearcher> {
+    pub fn new(settings: NetSettings) -> Result<NetSearcher> {
         let loaded = load(&settings)?;
         Ok(NetSearcher { settings, loaded })
     }
 
     /// Applies changed settings, keeping the old engine if they fail.
-    fn reload(&mut self, settings: UciArgs) -> Result<(), String> {
+    fn reload(&mut self, settings: NetSettings) -> Result<(), String> {
         self.loaded = load(&settings).map_err(|e| format!("{e:#}"))?;
         self.settings = settings;
         Ok(())
     }
 }
 
-fn load(settings: &UciArgs) -> Result<Loaded> {
+fn load(settings: &NetSettings) -> Result<Loaded> {
     let path = crate::run_dir::resolve_weights(&settings.weights)?;
     let net = models::weights::load(&path, models::device())?;
     let history = net.arch().encoder.history;

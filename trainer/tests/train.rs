@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use trainer::data::{list_chunks, read_chunk};
 use trainer::run_dir::Checkpoints;
+use trainer::selfplay::data::{list_chunks, read_chunk};
 
 fn tiny_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml")
@@ -175,7 +175,7 @@ fn imported_games(run_dir: &Path) -> usize {
         .unwrap()
         .iter()
         .flat_map(|chunk| read_chunk(chunk).unwrap())
-        .filter(|game| game.network == trainer::bootstrap::IMPORTED)
+        .filter(|game| game.network == trainer::selfplay::bootstrap::IMPORTED)
         .count()
 }
 

@@ -9,7 +9,7 @@
 //! training plots.
 //!
 //! `mixzero arena --serve` runs the same server beside a match and shows
-//! its games as they are played ([`ArenaServeArgs`]).
+//! its games as they are played ([`watch_arena`]).
 
 mod http;
 mod metrics;
@@ -23,12 +23,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use engine::mcts::SearchConfig;
 use models::server::{InferenceServer, ServerConfig};
 
-use crate::arena::ArenaArgs;
-use crate::external_engine::UciConfig;
+use crate::eval::external_engine::UciConfig;
 use crate::run_dir::resolve_weights;
 use http::App;
 use session::{Hub, NetSource};
@@ -39,58 +37,36 @@ pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 /// Play sessions (browser tabs) open at once.
 const MAX_SESSIONS: usize = 32;
 
-#[derive(Args, Debug, Clone)]
-pub struct ServeArgs {
+/// What `mixzero serve` serves.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
     /// A training run: its games to watch, its metrics to plot, and its
     /// latest checkpoint as the `net` player.
-    #[arg(long, value_name = "DIR")]
     pub run_dir: Option<PathBuf>,
-    /// The `net` player's weights (an exported file, a checkpoint, a run
-    /// directory or checkpoints/latest); default: the run directory's latest.
-    #[arg(long, value_name = "FILE")]
+    /// The `net` player's weights; default: the run directory's latest.
     pub weights: Option<PathBuf>,
-    #[command(flatten)]
-    pub listen: ListenArgs,
-    /// An external engine the page may choose, as in the arena:
-    /// uci:COMMAND[;key=value...] (repeatable). The page cannot name others.
-    #[arg(long = "engine", value_name = "SPEC")]
+    pub listen: Listen,
+    /// External engines (`uci:` specs) the page may choose; no others.
     pub engines: Vec<String>,
     /// Searches running at once; further engines wait for a slot.
-    #[arg(long, default_value_t = 1)]
     pub max_searches: usize,
     /// libtorch threads of the network's inference thread (0 = one per core).
-    #[arg(long, default_value_t = 0)]
     pub threads: usize,
 }
 
-#[derive(Args, Debug, Clone)]
-pub struct ListenArgs {
-    /// Address to listen on, IP:PORT (port 0: any free port).
-    #[arg(long, value_name = "IP:PORT", default_value = DEFAULT_BIND)]
+/// Where the page is served.
+#[derive(Debug, Clone, Copy)]
+pub struct Listen {
+    /// IP:PORT (port 0: any free port).
     pub bind: SocketAddr,
-    /// Allow a --bind address other than loopback: everyone who can reach
-    /// it can then run searches on this machine.
-    #[arg(long)]
-    pub allow_remote: bool,
-}
-
-/// `mixzero arena` with `--serve`: the match's games live in a browser.
-#[derive(Args, Debug, Clone)]
-pub struct ArenaServeArgs {
-    #[command(flatten)]
-    pub arena: ArenaArgs,
-    /// Serve the games in a browser while they are played, on IP:PORT
-    /// (default 127.0.0.1:8080); the server ends with the match.
-    #[arg(long, value_name = "IP:PORT", num_args = 0..=1, default_missing_value = DEFAULT_BIND)]
-    pub serve: Option<SocketAddr>,
-    /// With --serve: allow an address other than loopback.
-    #[arg(long, requires = "serve")]
+    /// Allow an address other than loopback: everyone who can reach it can
+    /// then run searches on this machine.
     pub allow_remote: bool,
 }
 
 /// Binds the listener, refusing a non-loopback address without
 /// `--allow-remote`, and says where the page is.
-fn listen(args: &ListenArgs) -> Result<(tiny_http::Server, Option<Vec<String>>)> {
+fn listen(args: &Listen) -> Result<(tiny_http::Server, Option<Vec<String>>)> {
     let loopback = args.bind.ip().is_loopback();
     if !loopback && !args.allow_remote {
         bail!(
@@ -127,7 +103,8 @@ fn listen(args: &ListenArgs) -> Result<(tiny_http::Server, Option<Vec<String>>)>
     Ok((server, allowed_hosts))
 }
 
-pub fn run(args: ServeArgs) -> Result<()> {
+/// Serves the page until the process ends.
+pub fn run(args: ServeOptions) -> Result<()> {
     for spec in &args.engines {
         UciConfig::parse(spec).with_context(|| format!("--engine `{spec}`"))?;
     }
@@ -183,35 +160,30 @@ pub fn run(args: ServeArgs) -> Result<()> {
     served
 }
 
-/// `mixzero arena [--serve [IP:PORT]]`.
-pub fn run_arena(args: ArenaServeArgs) -> Result<()> {
-    if let Some(bind) = args.serve {
-        let boards = Arc::new(ArenaBoards::default());
-        let listen_args = ListenArgs {
-            bind,
-            allow_remote: args.allow_remote,
-        };
-        let (listener, allowed_hosts) = listen(&listen_args)?;
-        let hub = Arc::new(Hub::new(None, Vec::new(), 1, MAX_SESSIONS));
-        let app = Arc::new(App::new(
-            hub,
-            None,
-            Some(Arc::clone(&boards)),
-            allowed_hosts,
-        ));
-        let watcher = Arc::clone(&boards);
-        if crate::arena::WATCHER
-            .set(Box::new(move |names, game| watcher.observe(names, game)))
-            .is_err()
-        {
-            bail!("an arena watcher is already set in this process");
-        }
-        // Not joined: it serves until the process ends with the match.
-        std::thread::spawn(move || {
-            if let Err(e) = http::serve(&listener, &app) {
-                tracing::error!("arena server: {e}");
-            }
-        });
+/// Serves the games of this process's arena matches, as they are played,
+/// from a thread of its own that ends with the process.
+pub fn watch_arena(listen_at: Listen) -> Result<()> {
+    let boards = Arc::new(ArenaBoards::default());
+    let (listener, allowed_hosts) = listen(&listen_at)?;
+    let hub = Arc::new(Hub::new(None, Vec::new(), 1, MAX_SESSIONS));
+    let app = Arc::new(App::new(
+        hub,
+        None,
+        Some(Arc::clone(&boards)),
+        allowed_hosts,
+    ));
+    let watcher = Arc::clone(&boards);
+    if crate::eval::arena::WATCHER
+        .set(Box::new(move |names, game| watcher.observe(names, game)))
+        .is_err()
+    {
+        bail!("an arena watcher is already set in this process");
     }
-    crate::arena::run(args.arena)
+    // Not joined: it serves until the process ends with the match.
+    std::thread::spawn(move || {
+        if let Err(e) = http::serve(&listener, &app) {
+            tracing::error!("arena server: {e}");
+        }
+    });
+    Ok(())
 }

@@ -25,7 +25,7 @@ use super::protocol::{
     legal_texts, move_texts, start_position, Command, NetBudget, OutcomeView, ProtocolError,
     Rules56, SeatSpec, StateMsg, ThinkingMsg, TopMove,
 };
-use crate::external_engine::{UciConfig, UciEngine};
+use crate::eval::external_engine::{UciConfig, UciEngine};
 
 /// How often a running search tells the page what it thinks.
 const THINKING_EVERY: Duration = Duration::from_millis(200);

@@ -9,6 +9,10 @@
 //! (`checkpoints/latest` names the newest), games and logs. Running the same
 //! command again resumes from it.
 
+pub mod progress;
+pub mod replay;
+pub mod state;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +20,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::pgn::write_pgn;
 use engine::{Color, Game};
@@ -25,36 +28,26 @@ use models::server::{InferenceClient, InferenceServer};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::config::{Config, DEFAULT_TOML};
-use crate::data::{self, GameRecord};
-use crate::ladder::{Evaluations, Job, Report};
+use crate::config::Config;
+use crate::eval::ladder::{Evaluations, Job, Report};
 use crate::metrics::MetricsLog;
-use crate::progress::{Progress, Status};
-use crate::replay::{build_batch, ReplayBuffer, ReuseLimiter};
 use crate::run_dir::RunDir;
+use crate::selfplay::data::{self, GameRecord};
 use crate::selfplay::{self, Finished};
-use crate::train::{StepStats, TrainState};
+use crate::training::progress::{Progress, Status};
+use crate::training::replay::{build_batch, ReplayBuffer, ReuseLimiter};
+use crate::training::state::{StepStats, TrainState};
 
-#[derive(Args, Debug)]
-pub struct TrainArgs {
-    /// Config file (default: the embedded configs/default.toml, or the run's own config when resuming).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Run directory: created, or resumed when it exists.
-    #[arg(long, default_value = "runs/default")]
-    pub run_dir: PathBuf,
-    /// Stop cleanly (final checkpoint written) after this many minutes.
-    #[arg(long)]
+/// One `mixzero train` session of a run.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Stop cleanly (final checkpoint written) after this long.
     pub minutes: Option<f64>,
-    /// Seed for self-play and sampling (default: from the clock).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// No progress bars (log lines only).
-    #[arg(long)]
-    pub quiet: bool,
-    /// PGN games to train on beside self-play (each move a policy target,
-    /// each decided result a value target); imported once per run directory.
-    #[arg(long, value_name = "PGN")]
+    /// Seed of self-play and sampling.
+    pub seed: u64,
+    /// Progress bars on the terminal (else log lines only).
+    pub progress_bars: bool,
+    /// PGN games to train on beside self-play, imported once per run.
     pub bootstrap: Option<PathBuf>,
 }
 
@@ -65,28 +58,6 @@ pub fn code_version() -> String {
         env!("CARGO_PKG_VERSION"),
         option_env!("MIXZERO_GIT_REVISION").unwrap_or("unknown revision")
     )
-}
-
-/// The config of a run: the run's own when resuming (a given one must
-/// match it), else the given one or the embedded default.
-fn resolve_config(args: &TrainArgs) -> Result<Config> {
-    let stored = RunDir::new(&args.run_dir).config();
-    let given = args.config.as_deref().map(Config::load).transpose()?;
-    if stored.exists() {
-        let config = Config::load(&stored)?;
-        if given.is_some_and(|given| given != config) {
-            bail!(
-                "{} was started with another config ({}); use a new --run-dir or resume without --config",
-                args.run_dir.display(),
-                stored.display()
-            );
-        }
-        return Ok(config);
-    }
-    Ok(match given {
-        Some(config) => config,
-        None => Config::parse(DEFAULT_TOML, "configs/default.toml (embedded)")?,
-    })
 }
 
 /// Running totals for logs and TensorBoard.
@@ -142,18 +113,14 @@ impl SelfPlayTotals {
     }
 }
 
-pub fn run(args: TrainArgs) -> Result<()> {
-    let config = resolve_config(&args)?;
-    let dirs = RunDir::new(&args.run_dir);
+/// Trains the run in `dirs` with `config` (its own, when resuming: see
+/// [`RunDir::resolve_config`]) until `session` ends or Ctrl-C.
+pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     dirs.prepare(&config, &code_version())?;
     let checkpoints = dirs.checkpoints();
     let device = models::device();
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    tracing::info!(run_dir = %args.run_dir.display(), ?device, net = %config.net.name(), version = %code_version(), "train");
+    let seed = session.seed;
+    tracing::info!(run_dir = %dirs.root().display(), ?device, net = %config.net.name(), version = %code_version(), "train");
 
     let mut state = match checkpoints.latest()? {
         Some(n) => {
@@ -185,9 +152,9 @@ pub fn run(args: TrainArgs) -> Result<()> {
     // Samples from earlier sessions were trained on then: the reuse limit
     // counts this session's new samples against this session's steps.
     let samples_at_start = replay.total_samples_ever();
-    if let Some(pgn) = &args.bootstrap {
+    if let Some(pgn) = &session.bootstrap {
         // Counted as new samples: training on them starts at once.
-        import_bootstrap(pgn, &dirs, &mut replay)?;
+        import_bootstrap(pgn, dirs, &mut replay)?;
     }
     tracing::info!(
         games = replay.games_in_window(),
@@ -244,10 +211,10 @@ pub fn run(args: TrainArgs) -> Result<()> {
 
     let state = Arc::new(Mutex::new(state));
     let mut metrics = MetricsLog::open(&dirs.logs())?;
-    let deadline = args
+    let deadline = session
         .minutes
         .map(|m| Instant::now() + Duration::from_secs_f64(m * 60.0));
-    let progress = Progress::new(args.minutes, !args.quiet);
+    let progress = Progress::new(session.minutes, session.progress_bars);
     let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
     let workers_stop = AtomicBool::new(false);
 
@@ -266,7 +233,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         });
         let outcome = training_loop(TrainLoop {
             config: &config,
-            dirs: &dirs,
+            dirs,
             client: &client,
             trainer: &trainer,
             state: &state,
@@ -420,7 +387,7 @@ fn import_bootstrap(pgn: &Path, dirs: &RunDir, replay: &mut ReplayBuffer) -> Res
         tracing::info!(pgn = %pgn.display(), "bootstrap games already imported into this run");
         return Ok(());
     }
-    let imported = crate::bootstrap::games_from_pgn(&text)
+    let imported = crate::selfplay::bootstrap::games_from_pgn(&text)
         .with_context(|| format!("--bootstrap {}", pgn.display()))?;
     for why in &imported.skipped {
         tracing::warn!(pgn = %pgn.display(), "bootstrap: left out {why}");
@@ -469,7 +436,7 @@ fn save_games(dir: &Path, games: &[GameRecord]) -> Result<()> {
             game.adjudicate(record.outcome);
         }
         let player = match record.network {
-            crate::bootstrap::IMPORTED => "imported".to_string(),
+            crate::selfplay::bootstrap::IMPORTED => "imported".to_string(),
             n => format!("net {n}"),
         };
         let tags = [
@@ -520,7 +487,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     let targets = config.training.targets();
     // The step in flight, and the steps this session has finished (the train
     // state is locked while a step runs, so the loop keeps its own count).
-    let mut pending: Option<Receiver<crate::train::StepStats>> = None;
+    let mut pending: Option<Receiver<crate::training::state::StepStats>> = None;
     let mut steps_done = 0u64;
     let mut tally = SelfPlayTotals::default();
     let mut last_stats: Option<StepStats> = None;

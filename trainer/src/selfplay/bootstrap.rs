@@ -7,7 +7,7 @@
 use engine::pgn::{read_pgns, PgnGame};
 use engine::{Outcome, Reason};
 
-use crate::data::{GameRecord, MoveRecord};
+use crate::selfplay::data::{GameRecord, MoveRecord};
 
 /// The `network` number of imported games: none played them.
 pub const IMPORTED: u32 = u32::MAX;

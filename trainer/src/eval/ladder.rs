@@ -13,7 +13,7 @@ use engine::mcts::SearchConfig;
 use engine::{check, InvalidKey};
 use serde::{Deserialize, Serialize};
 
-use crate::arena::{self, ArenaArgs, Openings, Summary};
+use crate::eval::arena::{self, Budget, Entrant, MatchSpec, Openings, PlayerSpec, Summary};
 use crate::run_dir::Checkpoints;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -139,7 +139,10 @@ impl Evaluations {
                     Job::Rate { checkpoint, step } => config.baselines.iter().all(|baseline| {
                         let players = [
                             network(&checkpoints, checkpoint, &config, &search),
-                            baseline.clone(),
+                            Entrant {
+                                name: baseline.clone(),
+                                player: PlayerSpec::Builtin(baseline.clone()),
+                            },
                         ];
                         let played = play(&config, players, config.ladder_games, seed, &cancelled);
                         let report = report(played, false, |summary| Report::Rated {
@@ -195,14 +198,23 @@ impl Evaluations {
     }
 }
 
-/// The player spec of a checkpoint, searched with the run's own settings.
+/// A checkpoint searched with the run's own settings, named by the
+/// `mixzero arena --player` spec that plays it the same way.
 fn network(
     checkpoints: &Checkpoints,
     checkpoint: u32,
     config: &EvaluationConfig,
     search: &SearchConfig,
-) -> String {
-    arena::network_spec(&checkpoints.weights(checkpoint), config.playouts, search)
+) -> Entrant {
+    let weights = checkpoints.weights(checkpoint);
+    Entrant {
+        name: arena::network_spec(&weights, config.playouts, search),
+        player: PlayerSpec::Network {
+            weights,
+            budget: Budget::Playouts(config.playouts),
+            search: *search,
+        },
+    }
 }
 
 impl Drop for Evaluations {
@@ -228,24 +240,22 @@ fn report(played: Result<Summary>, gating: bool, done: impl FnOnce(Summary) -> R
 
 fn play(
     config: &EvaluationConfig,
-    players: [String; 2],
+    entrants: [Entrant; 2],
     games: usize,
     seed: u64,
     cancel: &AtomicBool,
 ) -> Result<Summary> {
-    let args = ArenaArgs {
-        players: players.to_vec(),
+    let spec = MatchSpec {
+        entrants,
         games,
-        concurrency: Some(config.concurrency),
+        concurrency: config.concurrency,
         // One libtorch thread: a second OpenMP team would stall self-play's.
         threads: Some(1),
         seed,
         max_plies: config.max_plies,
         openings: Openings::Book,
-        opening_plies: 0,
         sprt: None,
         pgn_out: None,
-        json: true,
     };
-    arena::play_match(&args, cancel, |_| {})
+    arena::play_match(&spec, cancel, |_| {})
 }

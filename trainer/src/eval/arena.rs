@@ -1,4 +1,4 @@
-//! `mixzero arena`: a match between two players (built-in baselines,
+//! A match between two players (built-in baselines,
 //! networks searched with MCTS, or external UCI engines), from a book of
 //! balanced openings or random ones, games in parallel, with the score of
 //! player 1 as an Elo difference with a 95% confidence interval and an
@@ -18,10 +18,10 @@ use engine::{Color, Game, Move, Outcome, Position, Reason};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
 use serde::Serialize;
 
-use crate::external_engine::{UciConfig, UciEngine};
-use crate::openings;
+use crate::eval::external_engine::{UciConfig, UciEngine};
+use crate::eval::openings;
+use crate::eval::sprt::{Decision, Sprt, SprtReport};
 use crate::run_dir::resolve_weights;
-use crate::sprt::{Decision, Sprt, SprtReport};
 
 const DEFAULT_PLAYOUTS: u32 = 100;
 /// How long a partial batch waits: long enough for the other games' leaves
@@ -29,60 +29,56 @@ const DEFAULT_PLAYOUTS: u32 = 100;
 const MAX_WAIT_US: u64 = 200;
 
 /// Where the games start.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Openings {
     /// The built-in book of balanced lines, cycled through.
     Book,
-    /// `--opening-plies` random moves.
-    Random,
+    /// This many random moves from the start position.
+    Random { plies: usize },
 }
 
-#[derive(clap::Args, Debug, Clone)]
-pub struct ArenaArgs {
-    /// A player, given twice: random, greedy, alphabeta:DEPTH, a network
-    /// PATH[:playouts=N|:movetime=MS] (a weights file, a run directory, its
-    /// checkpoints directory or its checkpoints/latest file), or an external
-    /// engine uci:COMMAND[;key=value...] (keys: option.NAME, files=j,
-    /// searchmoves=1, movetime=MS, nodes=N, depth=D, timeout=MS, name=NAME).
-    #[arg(long = "player", value_name = "SPEC", required = true)]
-    pub players: Vec<String>,
+/// One side of a match: what plays, and the name it goes by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entrant {
+    pub name: String,
+    pub player: PlayerSpec,
+}
+
+impl Entrant {
+    /// A `--player` value, named as given (an external engine by its
+    /// `name=`, or its command).
+    pub fn parse(spec: &str) -> Result<Entrant> {
+        let player = parse_spec(spec)?;
+        let name = match &player {
+            PlayerSpec::Uci(config) => config.name.clone(),
+            _ => spec.to_string(),
+        };
+        Ok(Entrant { name, player })
+    }
+}
+
+/// A match: its two entrants, how many games, where they start, and what
+/// is written.
+#[derive(Clone, Debug)]
+pub struct MatchSpec {
+    pub entrants: [Entrant; 2],
     /// Games to play (pairs share an opening with colours swapped); the
-    /// most, with --sprt.
-    #[arg(long, default_value_t = 100)]
+    /// most, with `sprt`.
     pub games: usize,
-    /// Games played at once (default: the number of cores).
-    #[arg(long)]
-    pub concurrency: Option<usize>,
+    /// Games played at once.
+    pub concurrency: usize,
     /// libtorch threads of each network's inference thread (default: the
     /// cores shared among the networks).
-    #[arg(long)]
     pub threads: Option<usize>,
     /// Seed of the openings and of the baseline players.
-    #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Plies, opening included, after which a game is adjudicated a draw.
-    #[arg(long, default_value_t = 400)]
     pub max_plies: usize,
-    /// Where the games start: the built-in book or random moves.
-    #[arg(long, value_enum, default_value_t = Openings::Book)]
     pub openings: Openings,
-    /// Random plies from the start position, with --openings random.
-    #[arg(long, default_value_t = 4)]
-    pub opening_plies: usize,
-    /// Stop once a sequential test decides between Elo elo0 (H0) and elo1
-    /// (H1), with error rates alpha and beta (default 0.05 each).
-    #[arg(
-        long,
-        value_name = "ELO0,ELO1[,ALPHA,BETA]",
-        allow_hyphen_values = true
-    )]
+    /// Stop once this sequential test decides.
     pub sprt: Option<Sprt>,
     /// Write every game here as PGN when the match ends.
-    #[arg(long, value_name = "FILE")]
     pub pgn_out: Option<PathBuf>,
-    /// No line per game; the last line is a JSON summary.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// A parsed `--player` value.
@@ -540,33 +536,24 @@ fn game_pgn(game: &Game, tags: &[(&str, String)], forfeit: Option<&Forfeit>) -> 
     }
 }
 
-/// Plays the match `args` describes (its output options aside), hands a
+/// Plays the match `spec` describes, hands a
 /// line per finished game to `on_game`, writes the PGN when asked, and
 /// returns the summary. Setting `cancel` abandons the match: games in
 /// flight stop at their next move and it returns an error.
 pub fn play_match(
-    args: &ArenaArgs,
+    spec: &MatchSpec,
     cancel: &AtomicBool,
     mut on_game: impl FnMut(&str),
 ) -> Result<Summary> {
-    let [spec1, spec2] = <[String; 2]>::try_from(args.players.clone())
-        .ok()
-        .context("give --player exactly twice")?;
-    if args.games == 0 {
-        bail!("--games must be at least 1");
+    if spec.games == 0 {
+        bail!("a match needs at least 1 game");
     }
-    let concurrency = args
-        .concurrency
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if concurrency == 0 {
-        bail!("--concurrency must be at least 1");
+    if spec.concurrency == 0 {
+        bail!("a match needs a concurrency of at least 1");
     }
-    let concurrency = concurrency.min(args.games);
-    let specs = [parse_spec(&spec1)?, parse_spec(&spec2)?];
-    let names = [(&specs[0], &spec1), (&specs[1], &spec2)].map(|(spec, given)| match spec {
-        PlayerSpec::Uci(config) => config.name.clone(),
-        _ => given.clone(),
-    });
+    let concurrency = spec.concurrency.min(spec.games);
+    let names = spec.entrants.clone().map(|e| e.name);
+    let specs = spec.entrants.clone().map(|e| e.player);
 
     // One server per distinct network, shared by every game of the match.
     let key = |weights: &PathBuf| std::fs::canonicalize(weights).unwrap_or(weights.clone());
@@ -598,7 +585,7 @@ pub fn play_match(
                 // Positions, not games: each search sends a batch of leaves.
                 max_batch: concurrency * max_leaves,
                 max_wait_us: MAX_WAIT_US,
-                threads: args.threads.unwrap_or((cores / networks.len()).max(1)),
+                threads: spec.threads.unwrap_or((cores / networks.len()).max(1)),
                 replicas: 1,
                 precision: models::Precision::Auto,
             },
@@ -606,8 +593,8 @@ pub fn play_match(
         servers.insert(weights.clone(), (server, history));
     }
     let mut makers = Vec::with_capacity(2);
-    for (spec, given) in specs.into_iter().zip([&spec1, &spec2]) {
-        makers.push(match spec {
+    for (player, name) in specs.into_iter().zip(&names) {
+        makers.push(match player {
             PlayerSpec::Builtin(spec) => Maker::Builtin(spec),
             PlayerSpec::Network {
                 weights,
@@ -629,7 +616,7 @@ pub fn play_match(
             PlayerSpec::Uci(config) => {
                 // Started once here so that a wrong command fails the match at once.
                 let engine = UciEngine::start(&config)
-                    .with_context(|| format!("player `{given}`: the engine did not start"))?;
+                    .with_context(|| format!("player `{name}`: the engine did not start"))?;
                 Maker::Uci {
                     config,
                     idle: Mutex::new(vec![engine]),
@@ -637,27 +624,25 @@ pub fn play_match(
             }
         });
     }
-    let pairs = args.games.div_ceil(2);
-    let lines: Vec<Vec<Move>> = match args.openings {
+    let pairs = spec.games.div_ceil(2);
+    let lines: Vec<Vec<Move>> = match spec.openings {
         Openings::Book => {
             let book = openings::book()?;
             // The seed picks the first line, so that matches can differ.
-            let first = (args.seed % book.len() as u64) as usize;
+            let first = (spec.seed % book.len() as u64) as usize;
             (0..pairs)
                 .map(|pair| book[(first + pair) % book.len()].clone())
                 .collect()
         }
-        Openings::Random => (0..pairs)
-            .map(|pair| {
-                openings::random_line(args.opening_plies, mix_seed(args.seed, 0, pair as u64))
-            })
+        Openings::Random { plies } => (0..pairs)
+            .map(|pair| openings::random_line(plies, mix_seed(spec.seed, 0, pair as u64)))
             .collect(),
     };
 
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
-    let mut finished: Vec<PlayedGame> = Vec::with_capacity(args.games);
+    let mut finished: Vec<PlayedGame> = Vec::with_capacity(spec.games);
     let mut tally = Tally::default();
     let mut decision = Decision::None;
     std::thread::scope(|scope| {
@@ -670,11 +655,11 @@ pub fn play_match(
                     return;
                 }
                 let index = next.fetch_add(1, Ordering::Relaxed);
-                if index >= args.games {
+                if index >= spec.games {
                     return;
                 }
                 let player1_white = index % 2 == 0;
-                let seed = |seat: u64| mix_seed(args.seed, seat, index as u64);
+                let seed = |seat: u64| mix_seed(spec.seed, seat, index as u64);
                 let mut one = makers[0].seat(&names[0], seed(1));
                 let mut two = makers[1].seat(&names[1], seed(2));
                 let (seats, seat_names) = if player1_white {
@@ -682,7 +667,7 @@ pub fn play_match(
                 } else {
                     ([&mut two, &mut one], [names[1].as_str(), names[0].as_str()])
                 };
-                let played = play_one(seats, seat_names, &lines[index / 2], args.max_plies, cancel);
+                let played = play_one(seats, seat_names, &lines[index / 2], spec.max_plies, cancel);
                 let eval_failures = one.eval_failures() + two.eval_failures();
                 makers[0].release(one);
                 makers[1].release(two);
@@ -730,7 +715,7 @@ pub fn play_match(
                 done.game.moves().len()
             ));
             finished.push(done);
-            if let (Some(sprt), Decision::None) = (&args.sprt, decision) {
+            if let (Some(sprt), Decision::None) = (&spec.sprt, decision) {
                 decision = sprt.report(tally.wins, tally.draws, tally.losses).result;
                 if decision != Decision::None {
                     // Games in flight still finish; no new one starts.
@@ -754,7 +739,7 @@ pub fn play_match(
         );
     }
 
-    if let Some(path) = &args.pgn_out {
+    if let Some(path) = &spec.pgn_out {
         let mut pgn = String::new();
         for f in &finished {
             let (white, black) = if f.player1_white {
@@ -777,7 +762,7 @@ pub fn play_match(
 
     let (elo, elo_ci95) = elo_with_ci(&tally);
     // The LLR over every game played; the result is the bound crossed first.
-    let sprt = args.sprt.map(|sprt| SprtReport {
+    let sprt = spec.sprt.map(|sprt| SprtReport {
         result: decision,
         ..sprt.report(tally.wins, tally.draws, tally.losses)
     });
@@ -810,48 +795,6 @@ pub fn play_match(
         "match finished"
     );
     Ok(summary)
-}
-
-pub fn run(args: ArenaArgs) -> Result<()> {
-    tracing::info!(device = ?models::device(), "arena");
-    let summary = play_match(&args, &AtomicBool::new(false), |line| {
-        if !args.json {
-            println!("{line}");
-        }
-    })?;
-    let (elo, elo_ci95, seconds) = (summary.elo, summary.elo_ci95, summary.seconds);
-    if args.json {
-        println!("{}", serde_json::to_string(&summary)?);
-        return Ok(());
-    }
-    println!(
-        "{} vs {}: +{} ={} -{} in {} games ({seconds:.1} s), score {:.3}, \
-         Elo {:+.1} (95% CI {:+.1} to {:+.1})",
-        summary.player1,
-        summary.player2,
-        summary.wins,
-        summary.draws,
-        summary.losses,
-        summary.games,
-        summary.score,
-        elo,
-        elo_ci95[0],
-        elo_ci95[1]
-    );
-    if let (Some(test), Some(report)) = (args.sprt, summary.sprt) {
-        println!(
-            "SPRT elo0={} elo1={} alpha={} beta={}: LLR {:.2} (bounds {:.2}, {:.2}), result {}",
-            test.elo0,
-            test.elo1,
-            test.alpha,
-            test.beta,
-            report.llr,
-            report.lower,
-            report.upper,
-            report.result
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -968,18 +911,19 @@ mod tests {
         let mut black = Seat::Builtin(player_from_spec("random", 2).unwrap());
         assert!(play_one([&mut white, &mut black], ["a", "b"], &[], 10, &cancel).is_none());
 
-        let args = ArenaArgs {
-            players: vec!["random".into(), "greedy".into()],
+        let args = MatchSpec {
+            entrants: [
+                Entrant::parse("random").unwrap(),
+                Entrant::parse("greedy").unwrap(),
+            ],
             games: 4,
-            concurrency: Some(2),
+            concurrency: 2,
             threads: None,
             seed: 1,
             max_plies: 20,
             openings: Openings::Book,
-            opening_plies: 0,
             sprt: None,
             pgn_out: None,
-            json: true,
         };
         let mut games = 0;
         let err = play_match(&args, &cancel, |_| games += 1).unwrap_err();

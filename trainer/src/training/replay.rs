@@ -13,7 +13,7 @@ use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::data::{self, DataError, GameRecord};
+use crate::selfplay::data::{self, DataError, GameRecord};
 
 /// The window of recent samples that training draws from. It grows with the
 /// data as KataGo's does: samples of the first, weak networks leave it soon
@@ -413,8 +413,8 @@ impl ReuseLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::tests::random_game;
-    use crate::data::{write_chunk, MoveRecord};
+    use crate::selfplay::data::tests::random_game;
+    use crate::selfplay::data::{write_chunk, MoveRecord};
     use engine::{Outcome, Reason};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;

@@ -2,6 +2,9 @@
 //! leaves to the shared inference server. Playout-cap randomisation,
 //! resignation with a no-resign share, and a game-length cap.
 
+pub mod bootstrap;
+pub mod data;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -15,7 +18,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::data::{GameRecord, MoveRecord};
+use crate::selfplay::data::{GameRecord, MoveRecord};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

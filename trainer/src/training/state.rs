@@ -16,8 +16,8 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::replay::{Batch, Targets};
 use crate::run_dir::Checkpoints;
+use crate::training::replay::{Batch, Targets};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

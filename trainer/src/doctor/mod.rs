@@ -7,38 +7,12 @@ mod cuda_driver;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
-use clap::Args;
 use models::net::Net;
 use models::Precision;
 use serde::Serialize;
 use tch::{Device, Kind, TchError, Tensor};
 
 use crate::config::Config;
-
-#[derive(Args, Debug)]
-pub struct DoctorArgs {
-    /// Config whose net and inference settings to report (default: the embedded default).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// One JSON object instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-pub fn run(args: DoctorArgs) -> Result<()> {
-    let config = match &args.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default_config(),
-    };
-    let report = Report::collect(&config);
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", report.text());
-    }
-    Ok(())
-}
 
 /// Everything `mixzero doctor` finds out.
 #[derive(Clone, Debug, Serialize)]

@@ -1,0 +1,50 @@
+//! `mixzero train`: the AlphaZero loop on a run directory, created or resumed.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+use trainer::config::Config;
+use trainer::run_dir::RunDir;
+use trainer::training::{self, Session};
+
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Config file (default: the embedded configs/default.toml, or the run's own config when resuming).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Run directory: created, or resumed when it exists.
+    #[arg(long, default_value = "runs/default")]
+    run_dir: PathBuf,
+    /// Stop cleanly (final checkpoint written) after this many minutes.
+    #[arg(long)]
+    minutes: Option<f64>,
+    /// Seed for self-play and sampling (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// No progress bars (log lines only).
+    #[arg(long)]
+    quiet: bool,
+    /// PGN games to train on beside self-play (each move a policy target,
+    /// each decided result a value target); imported once per run directory.
+    #[arg(long, value_name = "PGN")]
+    bootstrap: Option<PathBuf>,
+}
+
+pub fn run(args: TrainArgs) -> Result<()> {
+    let dirs = RunDir::new(&args.run_dir);
+    let given = args.config.as_deref().map(Config::load).transpose()?;
+    let config = dirs.resolve_config(given)?;
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let session = Session {
+        minutes: args.minutes,
+        seed,
+        progress_bars: !args.quiet,
+        bootstrap: args.bootstrap,
+    };
+    training::run(config, &dirs, session)
+}
