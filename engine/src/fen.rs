@@ -12,16 +12,17 @@
 
 use crate::attacks::{between, pawn_attacks};
 use crate::bitboard::Bitboard;
+use crate::castles::{Castles, CastlingSide};
 use crate::error::FenError;
 use crate::position::{EnPassant, Position, CASTLING};
 use crate::rules::{Rules, Run};
 use crate::types::{Color, Kind, Piece, Square, SIZE};
 
-const CASTLING_CHARS: [(char, Color, usize); 4] = [
-    ('K', Color::White, 0),
-    ('Q', Color::White, 1),
-    ('k', Color::Black, 0),
-    ('q', Color::Black, 1),
+const CASTLING_CHARS: [(char, Color, CastlingSide); 4] = [
+    ('K', Color::White, CastlingSide::Short),
+    ('Q', Color::White, CastlingSide::Long),
+    ('k', Color::Black, CastlingSide::Short),
+    ('q', Color::Black, CastlingSide::Long),
 ];
 
 impl Position {
@@ -122,7 +123,7 @@ impl Position {
     fn castling_field(&self) -> String {
         let field: String = CASTLING_CHARS
             .iter()
-            .filter(|(_, color, i)| self.castling & CASTLING[color.index()][*i].right != 0)
+            .filter(|&&(_, color, side)| self.castling.has(color, side))
             .map(|(c, _, _)| *c)
             .collect();
         if field.is_empty() {
@@ -216,21 +217,20 @@ fn parse_board(pos: &mut Position, board: &str) -> Result<(), FenError> {
     Ok(())
 }
 
-fn parse_castling(field: &str) -> Result<u8, FenError> {
+fn parse_castling(field: &str) -> Result<Castles, FenError> {
     if field == "-" {
-        return Ok(0);
+        return Ok(Castles::NONE);
     }
-    let mut rights = 0u8;
+    let mut rights = Castles::NONE;
     for c in field.chars() {
-        let (_, color, i) = CASTLING_CHARS
+        let &(_, color, side) = CASTLING_CHARS
             .iter()
             .find(|(ch, _, _)| *ch == c)
             .ok_or_else(|| FenError::CastlingField(field.to_string()))?;
-        let right = CASTLING[color.index()][*i].right;
-        if rights & right != 0 {
+        if rights.has(color, side) {
             return Err(FenError::CastlingField(field.to_string()));
         }
-        rights |= right;
+        rights = rights.with(color, side);
     }
     Ok(rights)
 }
@@ -300,9 +300,9 @@ fn validate_pieces(pos: &Position) -> Result<(), FenError> {
     if pos.is_attacked(pos.king(waiting), pos.side, pos.occupied()) {
         return Err(FenError::OpponentInCheck);
     }
-    for (c, color, i) in CASTLING_CHARS {
-        let castle = &CASTLING[color.index()][i];
-        if pos.castling & castle.right != 0
+    for (c, color, side) in CASTLING_CHARS {
+        let castle = &CASTLING[color.index()][side as usize];
+        if pos.castling.has(color, side)
             && !(pos.pieces(color, Kind::King).has(castle.king_from)
                 && pos.pieces(color, Kind::Rook).has(castle.rook_from))
         {

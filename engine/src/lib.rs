@@ -4,6 +4,7 @@
 
 pub mod attacks;
 pub mod bitboard;
+pub mod castles;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
@@ -24,6 +25,7 @@ pub mod uci;
 mod zobrist;
 
 pub use bitboard::Bitboard;
+pub use castles::{Castles, CastlingSide};
 pub use error::{
     check, non_negative, positive, within, FenError, InvalidKey, MoveError, ParseSquareError,
     PgnError, SanError,

@@ -85,9 +85,9 @@ impl Position {
                 king_to = king_to.with(to);
             }
         }
-        if checkers.is_empty() && self.castling != 0 {
+        if checkers.is_empty() && !self.castling.is_empty() {
             for castle in &CASTLING[us.index()] {
-                if self.castling & castle.right != 0
+                if self.castling.has(castle.color, castle.side)
                     && (castle.empty & occ).is_empty()
                     && castle
                         .safe

@@ -7,6 +7,7 @@ use crate::attacks::{
     between, bishop_attacks, king_attacks, knight_attacks, pawn_attacks, rook_attacks,
 };
 use crate::bitboard::Bitboard;
+use crate::castles::{Castles, CastlingSide};
 use crate::error::MoveError;
 use crate::rules::{control_period, Rules, Run};
 use crate::types::{Color, Kind, Piece, Square, NUM_SQUARES};
@@ -50,14 +51,10 @@ pub struct EnPassant {
     pub targets: Bitboard,
 }
 
-pub const CASTLE_WHITE_SHORT: u8 = 1;
-pub const CASTLE_WHITE_LONG: u8 = 2;
-pub const CASTLE_BLACK_SHORT: u8 = 4;
-pub const CASTLE_BLACK_LONG: u8 = 8;
-
 /// King and rook squares of one castling move.
 pub struct CastlingMove {
-    pub right: u8,
+    pub color: Color,
+    pub side: CastlingSide,
     pub king_from: Square,
     pub king_to: Square,
     pub rook_from: Square,
@@ -82,10 +79,12 @@ const fn squares(files: &[u8], rank: u8) -> Bitboard {
     Bitboard(bits)
 }
 
-const fn castling_moves(rank: u8, short: u8, long: u8) -> [CastlingMove; 2] {
+const fn castling_moves(color: Color) -> [CastlingMove; 2] {
+    let rank = color as u8 * 9;
     [
         CastlingMove {
-            right: short,
+            color,
+            side: CastlingSide::Short,
             king_from: sq(5, rank),
             king_to: sq(8, rank),
             rook_from: sq(9, rank),
@@ -94,7 +93,8 @@ const fn castling_moves(rank: u8, short: u8, long: u8) -> [CastlingMove; 2] {
             safe: squares(&[5, 6, 7, 8], rank),
         },
         CastlingMove {
-            right: long,
+            color,
+            side: CastlingSide::Long,
             king_from: sq(5, rank),
             king_to: sq(2, rank),
             rook_from: sq(0, rank),
@@ -106,24 +106,8 @@ const fn castling_moves(rank: u8, short: u8, long: u8) -> [CastlingMove; 2] {
 }
 
 /// Castling moves by colour: short, then long (RULES.md §4).
-pub static CASTLING: [[CastlingMove; 2]; 2] = [
-    castling_moves(0, CASTLE_WHITE_SHORT, CASTLE_WHITE_LONG),
-    castling_moves(9, CASTLE_BLACK_SHORT, CASTLE_BLACK_LONG),
-];
-
-/// Rights kept when a move touches a square (king or rook home squares clear them).
-const fn castle_keep() -> [u8; NUM_SQUARES] {
-    let mut keep = [0xfu8; NUM_SQUARES];
-    keep[5] = !(CASTLE_WHITE_SHORT | CASTLE_WHITE_LONG) & 0xf;
-    keep[9] = !CASTLE_WHITE_SHORT & 0xf;
-    keep[0] = !CASTLE_WHITE_LONG & 0xf;
-    keep[95] = !(CASTLE_BLACK_SHORT | CASTLE_BLACK_LONG) & 0xf;
-    keep[99] = !CASTLE_BLACK_SHORT & 0xf;
-    keep[90] = !CASTLE_BLACK_LONG & 0xf;
-    keep
-}
-
-static CASTLE_KEEP: [u8; NUM_SQUARES] = castle_keep();
+pub static CASTLING: [[CastlingMove; 2]; 2] =
+    [castling_moves(Color::White), castling_moves(Color::Black)];
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Position {
@@ -131,7 +115,7 @@ pub struct Position {
     pub(crate) by_kind: [Bitboard; 6],
     pub(crate) board: [Option<Piece>; NUM_SQUARES],
     pub(crate) side: Color,
-    pub(crate) castling: u8,
+    pub(crate) castling: Castles,
     pub(crate) ep: Option<EnPassant>,
     pub(crate) halfmove: u16,
     pub(crate) fullmove: u16,
@@ -165,14 +149,14 @@ impl Position {
             by_kind: [Bitboard::EMPTY; 6],
             board: [None; NUM_SQUARES],
             side: Color::White,
-            castling: 0,
+            castling: Castles::NONE,
             ep: None,
             halfmove: 0,
             fullmove: 1,
             rules,
             king_moved: [false; 2],
             runs: [Run::default(); 2],
-            hash: zobrist::castling(0),
+            hash: zobrist::castling(Castles::NONE),
         }
     }
 
@@ -196,7 +180,7 @@ impl Position {
         self.rules
     }
     #[inline]
-    pub fn castling_rights(&self) -> u8 {
+    pub fn castling_rights(&self) -> Castles {
         self.castling
     }
     #[inline]
@@ -387,7 +371,7 @@ impl Position {
     }
 
     #[inline]
-    pub(crate) fn set_castling(&mut self, rights: u8) {
+    pub(crate) fn set_castling(&mut self, rights: Castles) {
         self.hash ^= zobrist::castling(self.castling) ^ zobrist::castling(rights);
         self.castling = rights;
     }
@@ -442,9 +426,9 @@ impl Position {
             _ => self.shift(us, kind, from, to),
         }
 
-        let keep = CASTLE_KEEP[from.index()] & CASTLE_KEEP[to.index()];
-        if self.castling & keep != self.castling {
-            self.set_castling(self.castling & keep);
+        let kept = self.castling.touched(from).touched(to);
+        if kept != self.castling {
+            self.set_castling(kept);
         }
 
         if kind == Kind::Pawn || captured.is_some() {

@@ -1,5 +1,6 @@
 //! Zobrist keys, generated at compile time from a fixed seed.
 
+use crate::castles::Castles;
 use crate::types::{Color, Kind, Square, NUM_SQUARES};
 
 /// splitmix64's increment, 2^64 / the golden ratio.
@@ -52,8 +53,8 @@ pub fn side() -> u64 {
 
 /// Key of a whole castling-rights set (4 bits).
 #[inline]
-pub fn castling(rights: u8) -> u64 {
-    KEYS[CASTLING + rights as usize]
+pub fn castling(rights: Castles) -> u64 {
+    KEYS[CASTLING + rights.bits() as usize]
 }
 
 /// Key of a square where a legal en passant capture can land.

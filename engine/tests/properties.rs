@@ -174,7 +174,7 @@ impl Model {
     /// From a FEN without en passant or rule 5/6 fields.
     fn new(pos: &Position) -> Model {
         assert_eq!(pos.en_passant(), None);
-        let bits = pos.castling_rights();
+        let bits = pos.castling_rights().bits();
         Model {
             board: std::array::from_fn(|i| pos.piece_at(Square::new(i as u8))),
             side: pos.side_to_move(),
@@ -488,7 +488,11 @@ impl Model {
             .enumerate()
             .filter(|(_, &r)| r)
             .fold(0u8, |acc, (i, _)| acc | 1 << i);
-        assert_eq!(pos.castling_rights(), bits, "after {mv} from {parent:?}");
+        assert_eq!(
+            pos.castling_rights().bits(),
+            bits,
+            "after {mv} from {parent:?}"
+        );
         let targets = self.ep_targets();
         match pos.en_passant() {
             None => assert!(targets.is_empty(), "after {mv} from {parent:?}"),

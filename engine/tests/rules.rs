@@ -355,7 +355,7 @@ fn castling_rights_are_lost_by_king_and_rook_moves_and_rook_captures() {
     // The king goes and comes back: both rights gone.
     let back = play(pos, "f1e1 f10e10 e1f1 e10f10");
     assert_eq!(castling_field(&back), "-");
-    assert_eq!(back.castling_rights(), 0);
+    assert_eq!(back.castling_rights(), engine::Castles::NONE);
     assert_eq!(moves_from(&back, "f1"), set("f1e1 f1g1 f1e2 f1f2 f1g2"));
 
     // A rook goes and comes back: that side's right only.

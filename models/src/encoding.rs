@@ -17,7 +17,7 @@
 //! [`plane_names`] lists them all for debugging.
 
 use engine::types::NUM_SQUARES;
-use engine::{control_period, Bitboard, Color, EvalRequest, Kind, Position, Rules};
+use engine::{control_period, Bitboard, CastlingSide, Color, EvalRequest, Kind, Position, Rules};
 
 use crate::policy::to_frame;
 
@@ -147,13 +147,13 @@ pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]
     if us == Color::Black {
         fill(out, config.feature_plane(feature::SIDE_TO_MOVE), 1.0);
     }
+    // Our short and long rights, then theirs.
     let rights = pos.castling_rights();
-    let bits: [u8; 4] = match us {
-        Color::White => [1, 2, 4, 8],
-        Color::Black => [4, 8, 1, 2],
-    };
-    for (i, bit) in bits.into_iter().enumerate() {
-        if rights & bit != 0 {
+    let planes = [us, !us]
+        .into_iter()
+        .flat_map(|color| CastlingSide::ALL.map(|side| (color, side)));
+    for (i, (color, side)) in planes.enumerate() {
+        if rights.has(color, side) {
             fill(out, config.feature_plane(feature::CASTLING + i), 1.0);
         }
     }

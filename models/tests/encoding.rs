@@ -118,8 +118,8 @@ fn reference(config: &EncoderConfig, history: &[Position], repetitions: u8) -> V
     let rights = pos.castling_rights();
     for color in [us, !us] {
         let shift = if color == Color::White { 0 } else { 2 };
-        planes.push(flag(rights >> shift & 1 != 0));
-        planes.push(flag(rights >> shift & 2 != 0));
+        planes.push(flag(rights.bits() >> shift & 1 != 0));
+        planes.push(flag(rights.bits() >> shift & 2 != 0));
     }
     let ep = pos.legal_en_passant_targets();
     let mut p = [0.0; 100];
