@@ -4,11 +4,14 @@
 mod alphabeta;
 pub mod mcts;
 
+use std::ops::ControlFlow;
+
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
 use thiserror::Error;
 
+use crate::error::MoveError;
 use crate::game::{Game, Outcome, Reason};
 use crate::position::{Move, Position};
 use crate::types::{Color, Kind};
@@ -146,22 +149,58 @@ pub fn play_game(
     max_plies: usize,
 ) -> Game {
     let mut game = Game::new(start);
+    let choose = |game: &Game| match game.position().side_to_move() {
+        Color::White => Ok::<_, std::convert::Infallible>(white.choose(game)),
+        Color::Black => Ok(black.choose(game)),
+    };
+    play_out(&mut game, max_plies, choose, |_| ControlFlow::Continue(()));
+    game
+}
+
+/// How [`play_out`] ended.
+#[derive(Debug)]
+pub enum PlayedOut<E> {
+    /// By the rules, or by a draw at the ply cap.
+    Over,
+    /// The side to move could not choose (`Err`) or chose an illegal move
+    /// (`Ok`): it lost by adjudication.
+    Forfeit(Color, Result<MoveError, E>),
+    /// `watch` broke off: the game is unfinished.
+    Stopped,
+}
+
+/// The one game loop: plays `game` on until it is over, asking `choose` for
+/// each move, adjudicating a draw once it holds `max_plies` plies and a
+/// loss for a side that cannot move or moves illegally. `watch` sees the
+/// game before each move and at the end, and may break the game off.
+pub fn play_out<E>(
+    game: &mut Game,
+    max_plies: usize,
+    mut choose: impl FnMut(&Game) -> Result<Move, E>,
+    mut watch: impl FnMut(&Game) -> ControlFlow<()>,
+) -> PlayedOut<E> {
     while game.outcome().is_none() {
+        if watch(game).is_break() {
+            return PlayedOut::Stopped;
+        }
         if game.moves().len() >= max_plies {
             game.adjudicate(Outcome::draw(Reason::Adjudication));
             break;
         }
         let mover = game.position().side_to_move();
-        let mv = match mover {
-            Color::White => white.choose(&game),
-            Color::Black => black.choose(&game),
+        let why = match choose(game) {
+            Ok(mv) => match game.play(mv) {
+                Ok(()) => continue,
+                Err(illegal) => Ok(illegal),
+            },
+            Err(e) => Err(e),
         };
-        if game.play(mv).is_err() {
-            game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
-            break;
-        }
+        game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
+        let _ = watch(game);
+        return PlayedOut::Forfeit(mover, why);
     }
-    game
+    let _ = watch(game);
+    PlayedOut::Over
 }
 
 #[cfg(test)]

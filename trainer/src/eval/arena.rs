@@ -5,6 +5,7 @@
 //! optional SPRT that stops the match once it decides.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -13,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use engine::mcts::SearchConfig;
 use engine::players::mcts::MctsPlayer;
-use engine::players::{player_from_spec, Player, PlayerSpecError};
-use engine::{Color, Game, Move, Outcome, Position, Reason};
+use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
+use engine::{Color, Game, Move, Position};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
 use serde::Serialize;
 
@@ -469,36 +470,34 @@ fn play_one(
         game.play_unchecked(mv);
     }
     let [white, black] = seats;
-    while game.outcome().is_none() {
-        watch(names, &game);
-        if cancel.load(Ordering::Relaxed) {
-            return None;
+    let choose = |game: &Game| match game.position().side_to_move() {
+        Color::White => white.choose(game),
+        Color::Black => black.choose(game),
+    };
+    let watch = |game: &Game| {
+        watch(names, game);
+        match cancel.load(Ordering::Relaxed) {
+            true => ControlFlow::Break(()),
+            false => ControlFlow::Continue(()),
         }
-        if game.moves().len() >= max_plies {
-            game.adjudicate(Outcome::draw(Reason::Adjudication));
-            break;
-        }
-        let mover = game.position().side_to_move();
-        let seat = match mover {
-            Color::White => &mut *white,
-            Color::Black => &mut *black,
-        };
-        let played = seat.choose(&game).and_then(|mv| {
-            game.play(mv).map_err(|e| Forfeit {
-                termination: "rules infraction",
-                note: e.to_string(),
-            })
-        });
-        if let Err(forfeit) = played {
-            game.adjudicate(Outcome::win(!mover, Reason::Adjudication));
+    };
+    let forfeit = match play_out(&mut game, max_plies, choose, watch) {
+        PlayedOut::Over => None,
+        PlayedOut::Stopped => return None,
+        PlayedOut::Forfeit(mover, why) => {
+            let forfeit = match why {
+                Ok(illegal) => Forfeit {
+                    termination: "rules infraction",
+                    note: illegal.to_string(),
+                },
+                Err(forfeit) => forfeit,
+            };
             let name = names[mover.index()];
             let note = format!("{mover:?} ({name}) forfeits: {}", forfeit.note);
-            watch(names, &game);
-            return Some((game, Some(Forfeit { note, ..forfeit })));
+            Some(Forfeit { note, ..forfeit })
         }
-    }
-    watch(names, &game);
-    Some((game, None))
+    };
+    Some((game, forfeit))
 }
 
 /// A seed for each (match seed, stream, index), so games and openings differ.
@@ -800,6 +799,7 @@ pub fn play_match(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engine::{Outcome, Reason};
 
     fn tally(wins: u32, draws: u32, losses: u32) -> Tally {
         Tally {
