@@ -12,5 +12,16 @@ venv=${MIXZERO_TORCH_VENV:-$HOME/.cache/mixzero/torch-2.11.0}
 "$venv/bin/python" -c 'import tensorboard' 2>/dev/null ||
   "$venv/bin/python" -m pip install --quiet tensorboard
 export MIXZERO_PYTHON="$venv/bin/python"
+# The store crate's S3 tests need a server: start a local one unless one is
+# given (MIXZERO_TEST_S3_ENDPOINT and the rest of s3-server.sh's exports),
+# and stop it when this script exits.
+if [ -z "${MIXZERO_TEST_S3_ENDPOINT:-}" ]; then
+  s3_env=$("$root/scripts/s3-server.sh")
+  eval "$s3_env"
+  trap 'kill "$MIXZERO_TEST_S3_PID" 2>/dev/null || true; rm -rf "$MIXZERO_TEST_S3_DIR"' EXIT
+  # So that an interrupted run also goes through the EXIT cleanup.
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+fi
 cd "$root"
 cargo test --workspace "$@"
