@@ -17,7 +17,16 @@ pub struct EvalRequest<'a> {
     pub moves: &'a [Move],
 }
 
-impl EvalRequest<'_> {
+impl<'a> EvalRequest<'a> {
+    /// A request for the last of `history`, not seen before.
+    pub fn new(history: &'a [Position], moves: &'a [Move]) -> EvalRequest<'a> {
+        EvalRequest {
+            history,
+            repetitions: 0,
+            moves,
+        }
+    }
+
     pub fn position(&self) -> &Position {
         self.history
             .last()
@@ -119,11 +128,7 @@ mod tests {
         let pos = Position::start();
         let moves = pos.legal_moves();
         let history = [pos];
-        let request = EvalRequest {
-            history: &history,
-            repetitions: 0,
-            moves: &moves,
-        };
+        let request = EvalRequest::new(&history, &moves);
         let eval = UniformEvaluator.evaluate(&request).unwrap();
         assert_eq!(eval.policy.len(), 38);
         assert!((eval.policy.iter().sum::<f32>() - 1.0).abs() < 1e-5);

@@ -15,26 +15,24 @@ use rand::{Rng, SeedableRng};
 
 type Board = [Option<Piece>; 100];
 
-const KNIGHT_STEPS: [(i32, i32); 8] = [
-    (1, 2),
-    (2, 1),
-    (2, -1),
-    (1, -2),
-    (-1, -2),
-    (-2, -1),
-    (-2, 1),
-    (-1, 2),
-];
-const KING_STEPS: [(i32, i32); 8] = [
-    (0, 1),
-    (1, 1),
-    (1, 0),
-    (1, -1),
-    (0, -1),
-    (-1, -1),
-    (-1, 0),
-    (-1, 1),
-];
+/// Every `(file step, rank step)` up to `reach` squares on each axis that `keep` accepts.
+fn steps(reach: i32, keep: impl Fn(i32, i32) -> bool) -> Vec<(i32, i32)> {
+    (-reach..=reach)
+        .flat_map(|f| (-reach..=reach).map(move |r| (f, r)))
+        .filter(|&(f, r)| keep(f, r))
+        .collect()
+}
+
+/// One square along one axis and two along the other.
+fn knight_steps() -> Vec<(i32, i32)> {
+    steps(2, |f, r| (f * r).abs() == 2)
+}
+
+/// One square in any of the eight directions.
+fn king_steps() -> Vec<(i32, i32)> {
+    steps(1, |f, r| (f, r) != (0, 0))
+}
+
 const ROOK_DIRS: [(i32, i32); 4] = [(0, 1), (1, 0), (0, -1), (-1, 0)];
 const BISHOP_DIRS: [(i32, i32); 4] = [(1, 1), (1, -1), (-1, -1), (-1, 1)];
 
@@ -72,10 +70,10 @@ fn attacked(board: &Board, target: Square, by: Color) -> bool {
     {
         return true;
     }
-    if KNIGHT_STEPS
+    if knight_steps()
         .iter()
         .any(|&(f, r)| holds(target.offset(f, r), &[Kind::Knight]))
-        || KING_STEPS
+        || king_steps()
             .iter()
             .any(|&(f, r)| holds(target.offset(f, r), &[Kind::King]))
     {
@@ -101,46 +99,37 @@ fn attacked(board: &Board, target: Square, by: Color) -> bool {
 /// that must be empty, squares that must not be attacked.
 struct Castle {
     right: usize,
-    king_to: &'static str,
-    rook: (&'static str, &'static str),
-    empty: &'static [&'static str],
-    safe: &'static [&'static str],
+    king_to: Square,
+    rook: (Square, Square),
+    empty: Vec<Square>,
+    safe: Vec<Square>,
 }
 
-const CASTLES: [[Castle; 2]; 2] = [
+/// Short, then long castling of `color`, the king starting on the f-file.
+fn castles(color: Color) -> [Castle; 2] {
+    let rank = if color == Color::White { "1" } else { "10" };
+    let on = |files: &str| -> Vec<Square> {
+        files.chars().map(|f| sq(&format!("{f}{rank}"))).collect()
+    };
+    let at = |file: &str| on(file)[0];
+    let first = 2 * color.index();
     [
         Castle {
-            right: 0,
-            king_to: "i1",
-            rook: ("k1", "h1"),
-            empty: &["g1", "h1", "i1"],
-            safe: &["f1", "g1", "h1", "i1"],
+            right: first,
+            king_to: at("i"),
+            rook: (at("k"), at("h")),
+            empty: on("ghi"),
+            safe: on("fghi"),
         },
         Castle {
-            right: 1,
-            king_to: "c1",
-            rook: ("a1", "d1"),
-            empty: &["b1", "c1", "d1", "e1"],
-            safe: &["f1", "e1", "d1", "c1"],
+            right: first + 1,
+            king_to: at("c"),
+            rook: (at("a"), at("d")),
+            empty: on("bcde"),
+            safe: on("fedc"),
         },
-    ],
-    [
-        Castle {
-            right: 2,
-            king_to: "i10",
-            rook: ("k10", "h10"),
-            empty: &["g10", "h10", "i10"],
-            safe: &["f10", "g10", "h10", "i10"],
-        },
-        Castle {
-            right: 3,
-            king_to: "c10",
-            rook: ("a10", "d10"),
-            empty: &["b10", "c10", "d10", "e10"],
-            safe: &["f10", "e10", "d10", "c10"],
-        },
-    ],
-];
+    ]
+}
 
 /// The squares whose every move (from or to) loses castling rights.
 const RIGHT_SQUARES: [(&str, &[usize]); 6] = [
@@ -296,9 +285,9 @@ impl Model {
                 }
                 Kind::Knight | Kind::King => {
                     let steps = if piece.kind == Kind::Knight {
-                        KNIGHT_STEPS
+                        knight_steps()
                     } else {
-                        KING_STEPS
+                        king_steps()
                     };
                     for (f, r) in steps {
                         if let Some(to) = from.offset(f, r) {
@@ -329,15 +318,12 @@ impl Model {
                 }
             }
         }
-        for castle in &CASTLES[us.index()] {
+        for castle in castles(us) {
             if self.rights[castle.right]
-                && castle.empty.iter().all(|s| empty(sq(s)))
-                && castle
-                    .safe
-                    .iter()
-                    .all(|s| !attacked(&self.board, sq(s), !us))
+                && castle.empty.iter().all(|&s| empty(s))
+                && castle.safe.iter().all(|&s| !attacked(&self.board, s, !us))
             {
-                out.push(Move::new(self.king(us), sq(castle.king_to)));
+                out.push(Move::new(self.king(us), castle.king_to));
             }
         }
         out
@@ -384,11 +370,11 @@ impl Model {
             None => piece,
         });
         if piece.kind == Kind::King && from.file().abs_diff(to.file()) == 3 {
-            let castle = CASTLES[piece.color.index()]
-                .iter()
-                .find(|c| sq(c.king_to) == to)
+            let castle = castles(piece.color)
+                .into_iter()
+                .find(|c| c.king_to == to)
                 .unwrap();
-            let (rook_from, rook_to) = (sq(castle.rook.0), sq(castle.rook.1));
+            let (rook_from, rook_to) = castle.rook;
             board[rook_to.index()] = board[rook_from.index()].take();
         }
         board

@@ -592,11 +592,7 @@ mod tests {
         let pos = Position::start();
         let moves = pos.legal_moves();
         let history = [pos];
-        let request = EvalRequest {
-            history: &history,
-            repetitions: 0,
-            moves: &moves,
-        };
+        let request = EvalRequest::new(&history, &moves);
         let expected = server.client().evaluate(&request).unwrap();
         assert_eq!(expected.policy.len(), 38);
         assert!((expected.policy.iter().sum::<f32>() - 1.0).abs() < 1e-4);
@@ -617,11 +613,7 @@ mod tests {
         let pos = Position::start();
         let moves = pos.legal_moves();
         let history = [pos];
-        let request = EvalRequest {
-            history: &history,
-            repetitions: 0,
-            moves: &moves,
-        };
+        let request = EvalRequest::new(&history, &moves);
         let expected = server.client().evaluate(&request).unwrap();
         from_many_threads(&server, &request, 6, 3, |eval| {
             assert_same_policy(eval, &expected)
@@ -707,11 +699,7 @@ mod tests {
         let positions = random_positions(200);
         let requests: Vec<EvalRequest<'_>> = positions
             .iter()
-            .map(|(history, moves)| EvalRequest {
-                history,
-                repetitions: 0,
-                moves,
-            })
+            .map(|(history, moves)| EvalRequest::new(history, moves))
             .collect();
         let exact = fp32.client().evaluate_batch(&requests).unwrap();
         let approx = bf16.client().evaluate_batch(&requests).unwrap();
@@ -760,11 +748,7 @@ mod tests {
         let pos = Position::start();
         let moves = pos.legal_moves();
         let history = [pos];
-        let request = EvalRequest {
-            history: &history,
-            repetitions: 0,
-            moves: &moves,
-        };
+        let request = EvalRequest::new(&history, &moves);
         assert_eq!(
             client.evaluate(&request).unwrap_err(),
             EvalError::Disconnected

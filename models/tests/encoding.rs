@@ -616,10 +616,6 @@ fn mirror_with_matching_periods_is_identical() {
 #[should_panic(expected = "encoding buffer size")]
 fn wrong_buffer_size_panics() {
     let history = [start()];
-    let request = EvalRequest {
-        history: &history,
-        repetitions: 0,
-        moves: &[],
-    };
+    let request = EvalRequest::new(&history, &[]);
     encode(&config(), &request, &mut [0.0; 100]);
 }

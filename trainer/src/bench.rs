@@ -29,11 +29,7 @@ pub struct Sample {
 
 impl Sample {
     pub fn request(&self) -> EvalRequest<'_> {
-        EvalRequest {
-            history: &self.history,
-            repetitions: 0,
-            moves: &self.moves,
-        }
+        EvalRequest::new(&self.history, &self.moves)
     }
 }
 

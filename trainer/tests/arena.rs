@@ -16,6 +16,31 @@ fn arena(args: &[&str]) -> Output {
         .expect("running mixzero")
 }
 
+/// The JSON summary of four games of `spec` against greedy, written to `pgn`.
+fn four_games_against_greedy(
+    spec: &str,
+    concurrency: usize,
+    max_plies: usize,
+    pgn: &Path,
+) -> serde_json::Value {
+    let (concurrency, max_plies) = (concurrency.to_string(), max_plies.to_string());
+    last_json(&arena(&[
+        "--player",
+        spec,
+        "--player",
+        "greedy",
+        "--games",
+        "4",
+        "--concurrency",
+        &concurrency,
+        "--max-plies",
+        &max_plies,
+        "--json",
+        "--pgn-out",
+        pgn.to_str().unwrap(),
+    ]))
+}
+
 fn last_json(output: &Output) -> serde_json::Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
@@ -225,21 +250,7 @@ fn engine_failures_lose_their_game_and_the_match_goes_on() {
         script.display(),
         state.display()
     );
-    let summary = last_json(&arena(&[
-        "--player",
-        &spec,
-        "--player",
-        "greedy",
-        "--games",
-        "4",
-        "--concurrency",
-        "1",
-        "--max-plies",
-        "40",
-        "--json",
-        "--pgn-out",
-        pgn.to_str().unwrap(),
-    ]));
+    let summary = four_games_against_greedy(&spec, 1, 40, &pgn);
     assert_eq!(summary["player1"], "fake");
     assert_eq!(summary["games"], 4);
     assert_eq!(summary["forfeits"], 3);
@@ -314,21 +325,7 @@ fn a_uci_match_between_baselines_end_to_end() {
     let dir = tempfile::tempdir().unwrap();
     let pgn = dir.path().join("games.pgn");
     let spec = format!("uci:{} uci;searchmoves=1;movetime=50", mixchess().display());
-    let summary = last_json(&arena(&[
-        "--player",
-        &spec,
-        "--player",
-        "greedy",
-        "--games",
-        "4",
-        "--concurrency",
-        "2",
-        "--max-plies",
-        "60",
-        "--json",
-        "--pgn-out",
-        pgn.to_str().unwrap(),
-    ]));
+    let summary = four_games_against_greedy(&spec, 2, 60, &pgn);
     assert_eq!(summary["games"], 4);
     assert_eq!(total(&summary), 4);
     assert_eq!(summary["forfeits"], 0);

@@ -266,24 +266,22 @@ mod tests {
         assert_eq!(budget("go btime 1000", Color::White), (None, None));
     }
 
+    /// `(go line, side to move, soft ms, hard ms)` rows.
+    fn assert_budgets(rows: &[(&str, Color, u64, u64)]) {
+        for &(line, side, soft, hard) in rows {
+            let want = (Some(ms(soft)), Some(ms(hard)));
+            assert_eq!(budget(line, side), want, "{line} ({side:?})");
+        }
+    }
+
     #[test]
     fn movetime_keeps_an_overhead() {
-        assert_eq!(
-            budget("go movetime 1000", Color::White),
-            (Some(ms(990)), Some(ms(990)))
-        );
-        assert_eq!(
-            budget("go movetime 50", Color::Black),
-            (Some(ms(40)), Some(ms(40)))
-        );
-        assert_eq!(
-            budget("go movetime 6", Color::White),
-            (Some(ms(3)), Some(ms(3)))
-        );
-        assert_eq!(
-            budget("go movetime 0", Color::White),
-            (Some(ms(0)), Some(ms(0)))
-        );
+        assert_budgets(&[
+            ("go movetime 1000", Color::White, 990, 990),
+            ("go movetime 50", Color::Black, 40, 40),
+            ("go movetime 6", Color::White, 3, 3),
+            ("go movetime 0", Color::White, 0, 0),
+        ]);
         // A clock that is tighter than movetime wins.
         assert_eq!(
             budget("go movetime 5000 wtime 1000", Color::White).1,
@@ -293,28 +291,18 @@ mod tests {
 
     #[test]
     fn sudden_death_budgets() {
-        // 60 s: 3 s margin, 57 s usable, /30 moves.
-        assert_eq!(
-            budget("go wtime 60000 btime 1", Color::White),
-            (Some(ms(1900)), Some(ms(7600)))
-        );
-        assert_eq!(
-            budget("go wtime 1 btime 60000", Color::Black),
-            (Some(ms(1900)), Some(ms(7600)))
-        );
+        assert_budgets(&[
+            // 60 s: 3 s margin, 57 s usable, /30 moves.
+            ("go wtime 60000 btime 1", Color::White, 1900, 7600),
+            ("go wtime 1 btime 60000", Color::Black, 1900, 7600),
+            // Below the margin there is nothing to spend: the searcher answers at once.
+            ("go wtime 20", Color::White, 0, 0),
+            ("go wtime 0 winc 1000", Color::White, 0, 0),
+        ]);
         // 1 s: a 50 ms margin (5%), 950 ms usable.
         assert_eq!(
             budget("go wtime 1000", Color::White),
             (Some(ms(950) / 30), Some(ms(950) / 30 * 4))
-        );
-        // Below the margin there is nothing to spend: the searcher answers at once.
-        assert_eq!(
-            budget("go wtime 20", Color::White),
-            (Some(ms(0)), Some(ms(0)))
-        );
-        assert_eq!(
-            budget("go wtime 0 winc 1000", Color::White),
-            (Some(ms(0)), Some(ms(0)))
         );
     }
 
