@@ -120,6 +120,14 @@ pub fn non_negative<T: Into<f64> + Copy + std::fmt::Display>(
     })
 }
 
+/// `value` (a count) must be at least 1.
+pub fn at_least_one<T: PartialOrd + From<u8>>(
+    key: &'static str,
+    value: T,
+) -> Result<(), InvalidKey> {
+    check(value >= T::from(1), key, || "must be at least 1".into())
+}
+
 /// `value` must lie in `lo..=hi`.
 pub fn within<T: PartialOrd + Copy + std::fmt::Display>(
     key: &'static str,

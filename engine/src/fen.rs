@@ -121,16 +121,13 @@ impl Position {
     }
 
     fn castling_field(&self) -> String {
-        let field: String = CASTLING_CHARS
-            .iter()
-            .filter(|&&(_, color, side)| self.castling.has(color, side))
-            .map(|(c, _, _)| *c)
-            .collect();
-        if field.is_empty() {
-            "-".into()
-        } else {
-            field
-        }
+        dash_if_empty(
+            CASTLING_CHARS
+                .iter()
+                .filter(|&&(_, color, side)| self.castling.has(color, side))
+                .map(|(c, _, _)| *c)
+                .collect(),
+        )
     }
 
     fn king_moves_field(&self) -> String {
@@ -141,11 +138,7 @@ impl Position {
         if self.king_moved[Color::Black.index()] {
             field.push('k');
         }
-        if field.is_empty() {
-            "-".into()
-        } else {
-            field
-        }
+        dash_if_empty(field)
     }
 
     fn runs_field(&self) -> String {
@@ -157,11 +150,16 @@ impl Position {
                 field.push_str(&run.length.to_string());
             }
         }
-        if field.is_empty() {
-            "-".into()
-        } else {
-            field
-        }
+        dash_if_empty(field)
+    }
+}
+
+/// A FEN field, or `-` when it has nothing to say.
+fn dash_if_empty(field: String) -> String {
+    if field.is_empty() {
+        "-".into()
+    } else {
+        field
     }
 }
 
@@ -413,63 +411,29 @@ mod tests {
 
     #[test]
     fn each_error_is_typed() {
+        use FenError::*;
         type Check = fn(&FenError) -> bool;
+        #[rustfmt::skip]
         let cases: &[(&str, Check)] = &[
-            ("10/10 w - -", |e| matches!(e, FenError::FieldCount(4))),
-            ("10/10 w - - 0 1 a b c", |e| {
-                matches!(e, FenError::FieldCount(9))
-            }),
-            ("k9/10/10/10/10/10/10/10/9K w - - 0 1", |e| {
-                matches!(e, FenError::RankCount(9))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9 w - - 0 1", |e| {
-                matches!(e, FenError::RankLength { .. })
-            }),
-            ("k9/10/10/10/10/10/10/10/10/8K2 w - - 0 1", |e| {
-                matches!(e, FenError::RankLength { .. })
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9X w - - 0 1", |e| {
-                matches!(e, FenError::UnknownPiece('X'))
-            }),
-            ("k8k/10/10/10/10/10/10/10/10/9K w - - 0 1", |e| {
-                matches!(e, FenError::KingCount { .. })
-            }),
-            ("k9/10/10/10/10/10/10/10/10/10 w - - 0 1", |e| {
-                matches!(e, FenError::KingCount { .. })
-            }),
-            ("kP8/10/10/10/10/10/10/10/10/9K w - - 0 1", |e| {
-                matches!(e, FenError::PawnOnBackRank(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K x - - 0 1", |e| {
-                matches!(e, FenError::SideToMove(_))
-            }),
-            ("k8R/10/10/10/10/10/10/10/10/9K w - - 0 1", |e| {
-                matches!(e, FenError::OpponentInCheck)
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w X - 0 1", |e| {
-                matches!(e, FenError::CastlingField(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w K - 0 1", |e| {
-                matches!(e, FenError::CastlingWithoutPieces('K'))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - z9 0 1", |e| {
-                matches!(e, FenError::EnPassantField(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - e8 0 1", |e| {
-                matches!(e, FenError::ImpossibleEnPassant { .. })
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - - x 1", |e| {
-                matches!(e, FenError::HalfmoveClock(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 0", |e| {
-                matches!(e, FenError::FullmoveNumber(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 1 X -", |e| {
-                matches!(e, FenError::KingMoveField(_))
-            }),
-            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 1 - K2", |e| {
-                matches!(e, FenError::RunField(_))
-            }),
+            ("10/10 w - -",                                  |e| matches!(e, FieldCount(4))),
+            ("10/10 w - - 0 1 a b c",                        |e| matches!(e, FieldCount(9))),
+            ("k9/10/10/10/10/10/10/10/9K w - - 0 1",         |e| matches!(e, RankCount(9))),
+            ("k9/10/10/10/10/10/10/10/10/9 w - - 0 1",       |e| matches!(e, RankLength { .. })),
+            ("k9/10/10/10/10/10/10/10/10/8K2 w - - 0 1",     |e| matches!(e, RankLength { .. })),
+            ("k9/10/10/10/10/10/10/10/10/9X w - - 0 1",      |e| matches!(e, UnknownPiece('X'))),
+            ("k8k/10/10/10/10/10/10/10/10/9K w - - 0 1",     |e| matches!(e, KingCount { .. })),
+            ("k9/10/10/10/10/10/10/10/10/10 w - - 0 1",      |e| matches!(e, KingCount { .. })),
+            ("kP8/10/10/10/10/10/10/10/10/9K w - - 0 1",     |e| matches!(e, PawnOnBackRank(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K x - - 0 1",      |e| matches!(e, SideToMove(_))),
+            ("k8R/10/10/10/10/10/10/10/10/9K w - - 0 1",     |e| matches!(e, OpponentInCheck)),
+            ("k9/10/10/10/10/10/10/10/10/9K w X - 0 1",      |e| matches!(e, CastlingField(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K w K - 0 1",      |e| matches!(e, CastlingWithoutPieces('K'))),
+            ("k9/10/10/10/10/10/10/10/10/9K w - z9 0 1",     |e| matches!(e, EnPassantField(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K w - e8 0 1",     |e| matches!(e, ImpossibleEnPassant { .. })),
+            ("k9/10/10/10/10/10/10/10/10/9K w - - x 1",      |e| matches!(e, HalfmoveClock(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 0",      |e| matches!(e, FullmoveNumber(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 1 X -",  |e| matches!(e, KingMoveField(_))),
+            ("k9/10/10/10/10/10/10/10/10/9K w - - 0 1 - K2", |e| matches!(e, RunField(_))),
         ];
         for (fen, check) in cases {
             let err = Position::from_fen(fen).expect_err(fen);

@@ -160,6 +160,12 @@ pub struct Game {
     adjudicated: Option<Outcome>,
 }
 
+/// A game from a FEN that a test knows to be valid.
+#[cfg(test)]
+pub(crate) fn test_game(fen: &str) -> Game {
+    Game::new(Position::from_fen(fen).unwrap())
+}
+
 impl Game {
     pub fn new(start: Position) -> Game {
         Game {

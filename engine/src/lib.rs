@@ -27,8 +27,8 @@ mod zobrist;
 pub use bitboard::Bitboard;
 pub use castles::{Castles, CastlingSide};
 pub use error::{
-    check, non_negative, positive, within, FenError, InvalidKey, MoveError, ParseSquareError,
-    PgnError, SanError,
+    at_least_one, check, non_negative, positive, within, FenError, InvalidKey, MoveError,
+    ParseSquareError, PgnError, SanError,
 };
 pub use eval::{EvalError, EvalRequest, Evaluation, Evaluator, UniformEvaluator, Wdl};
 pub use game::{Game, Outcome, Reason};

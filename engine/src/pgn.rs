@@ -418,14 +418,20 @@ mod tests {
 
     #[test]
     fn move_numbers() {
-        assert_eq!(strip_move_number("12."), "");
-        assert_eq!(strip_move_number("12..."), "");
-        assert_eq!(strip_move_number("12"), "");
-        assert_eq!(strip_move_number("12.e4"), "e4");
-        assert_eq!(strip_move_number("3...Nhg8"), "Nhg8");
-        assert_eq!(strip_move_number("..."), "");
-        assert_eq!(strip_move_number("0-0"), "0-0");
-        assert_eq!(strip_move_number("e4"), "e4");
+        // The token, and what is left of it without its move number.
+        let cases = [
+            ("12.", ""),
+            ("12...", ""),
+            ("12", ""),
+            ("12.e4", "e4"),
+            ("3...Nhg8", "Nhg8"),
+            ("...", ""),
+            ("0-0", "0-0"),
+            ("e4", "e4"),
+        ];
+        for (token, rest) in cases {
+            assert_eq!(strip_move_number(token), rest, "{token}");
+        }
     }
 
     #[test]

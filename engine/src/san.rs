@@ -266,9 +266,9 @@ mod tests {
 
     #[test]
     fn castling_forms() {
-        assert_eq!(castling_side("O-O"), Some(0));
-        assert_eq!(castling_side("0-0-0"), Some(1));
-        assert_eq!(castling_side("o-o"), Some(0));
+        for (text, side) in [("O-O", 0), ("0-0-0", 1), ("o-o", 0)] {
+            assert_eq!(castling_side(text), Some(side), "{text}");
+        }
         for bad in ["O", "O-O-O-O", "O-", "OO", "O-X", ""] {
             assert_eq!(castling_side(bad), None, "{bad}");
         }

@@ -108,9 +108,8 @@ struct Castle {
 /// Short, then long castling of `color`, the king starting on the f-file.
 fn castles(color: Color) -> [Castle; 2] {
     let rank = if color == Color::White { "1" } else { "10" };
-    let on = |files: &str| -> Vec<Square> {
-        files.chars().map(|f| sq(&format!("{f}{rank}"))).collect()
-    };
+    let on =
+        |files: &str| -> Vec<Square> { files.chars().map(|f| sq(&format!("{f}{rank}"))).collect() };
     let at = |file: &str| on(file)[0];
     let first = 2 * color.index();
     [

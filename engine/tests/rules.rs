@@ -266,35 +266,39 @@ const CASTLING_BOARD: &str = "Kf1 Ra1 Rk1 kf10 ra10 rk10";
 
 #[test]
 fn castling_both_sides_for_both_colours() {
-    let pos = fen(CASTLING_BOARD, "w KQkq - 0 1");
-    assert_eq!(
-        moves_from(&pos, "f1"),
-        set("f1e1 f1g1 f1e2 f1f2 f1g2 f1i1 f1c1")
-    );
-    let short = play(pos, "f1i1");
-    assert_eq!(at(&short, "i1"), white(Kind::King));
-    assert_eq!(at(&short, "h1"), white(Kind::Rook));
-    assert_eq!((at(&short, "f1"), at(&short, "k1")), (None, None));
-    assert_eq!(castling_field(&short), "kq");
-    let long = play(pos, "f1c1");
-    assert_eq!(at(&long, "c1"), white(Kind::King));
-    assert_eq!(at(&long, "d1"), white(Kind::Rook));
-    assert_eq!((at(&long, "f1"), at(&long, "a1")), (None, None));
-
-    let pos = fen(CASTLING_BOARD, "b KQkq - 0 1");
-    assert_eq!(
-        moves_from(&pos, "f10"),
-        set("f10e10 f10g10 f10e9 f10f9 f10g9 f10i10 f10c10")
-    );
-    let short = play(pos, "f10i10");
-    assert_eq!(at(&short, "i10"), black(Kind::King));
-    assert_eq!(at(&short, "h10"), black(Kind::Rook));
-    assert_eq!((at(&short, "f10"), at(&short, "k10")), (None, None));
-    assert_eq!(castling_field(&short), "KQ");
-    let long = play(pos, "f10c10");
-    assert_eq!(at(&long, "c10"), black(Kind::King));
-    assert_eq!(at(&long, "d10"), black(Kind::Rook));
-    assert_eq!((at(&long, "f10"), at(&long, "a10")), (None, None));
+    // Side to move, its colour, its back rank, the king's moves and the
+    // castling rights left once it has castled short.
+    let cases = [
+        (
+            "w",
+            Color::White,
+            1,
+            "f1e1 f1g1 f1e2 f1f2 f1g2 f1i1 f1c1",
+            "kq",
+        ),
+        (
+            "b",
+            Color::Black,
+            10,
+            "f10e10 f10g10 f10e9 f10f9 f10g9 f10i10 f10c10",
+            "KQ",
+        ),
+    ];
+    for (side, colour, rank, king_moves, rights_left) in cases {
+        let pos = fen(CASTLING_BOARD, &format!("{side} KQkq - 0 1"));
+        let sq = |file: char| format!("{file}{rank}");
+        let own = |kind| Some(Piece::new(colour, kind));
+        assert_eq!(moves_from(&pos, &sq('f')), set(king_moves));
+        let short = play(pos, &format!("{}{}", sq('f'), sq('i')));
+        assert_eq!(at(&short, &sq('i')), own(Kind::King));
+        assert_eq!(at(&short, &sq('h')), own(Kind::Rook));
+        assert_eq!((at(&short, &sq('f')), at(&short, &sq('k'))), (None, None));
+        assert_eq!(castling_field(&short), rights_left);
+        let long = play(pos, &format!("{}{}", sq('f'), sq('c')));
+        assert_eq!(at(&long, &sq('c')), own(Kind::King));
+        assert_eq!(at(&long, &sq('d')), own(Kind::Rook));
+        assert_eq!((at(&long, &sq('f')), at(&long, &sq('a'))), (None, None));
+    }
 }
 
 #[test]

@@ -6,8 +6,9 @@ use std::process::Command as Process;
 
 use engine::players::{AlphaBeta, MAX_DEPTH};
 use engine::uci::harness::{
-    assert_infinite_until_stop, assert_king_moves, assert_legal_answer, assert_quit_and_eof_answer,
-    best_move, errors, game_of, run_random_session, Gui, StreamConfig,
+    assert_game_over_answer, assert_held_until, assert_infinite_until_stop, assert_king_moves,
+    assert_legal_answer, assert_legal_answers, assert_quit_and_eof_answer, assert_random_sessions,
+    best_move, errors, Gui, StreamConfig,
 };
 use engine::{parse_coordinate, Move};
 
@@ -32,9 +33,7 @@ fn scripted_session() {
     assert!(gui.sync().is_empty());
 
     gui.send("ucinewgame");
-    let opening = "position startpos moves e2e5 e9e7";
-    gui.send(opening);
-    let pos = *game_of(opening).position();
+    let pos = gui.set_position("position startpos moves e2e5 e9e7");
     let (info, best) = gui.go("go depth 2");
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
     assert!(info[0].starts_with("info depth 1 "), "{info:?}");
@@ -43,31 +42,25 @@ fn scripted_session() {
         .iter()
         .all(|l| l.contains(" score ") && l.contains(" pv ")));
 
-    for go in [
-        "go movetime 50",
-        "go wtime 300 btime 300 winc 10 binc 10",
-        "go btime 1 wtime 0",
-        "go nodes 500",
-    ] {
-        let (_, best) = gui.go(go);
-        assert_legal_answer(&best, &pos, &[], &gui.transcript());
-    }
+    assert_legal_answers(
+        &mut gui,
+        &pos,
+        &[],
+        &[
+            "go movetime 50",
+            "go wtime 300 btime 300 winc 10 binc 10",
+            "go btime 1 wtime 0",
+            "go nodes 500",
+        ],
+    );
 
     // A search held back by `infinite` ends only with `stop`, even once
     // its depth is reached.
-    gui.send("go infinite depth 2");
-    assert!(gui.sync().iter().all(|l| !l.starts_with("bestmove")));
-    gui.send("stop");
-    let answer = gui.read_until(|l| l.starts_with("bestmove"));
-    assert_legal_answer(answer.last().unwrap(), &pos, &[], &gui.transcript());
+    assert_held_until(&mut gui, &pos, "go infinite depth 2", "stop");
     assert_infinite_until_stop(&mut gui, &pos, "setoption name Depth value 3");
 
     // Pondering holds the answer until `ponderhit`.
-    gui.send("go ponder depth 2");
-    assert!(gui.sync().iter().all(|l| !l.starts_with("bestmove")));
-    gui.send("ponderhit");
-    let answer = gui.read_until(|l| l.starts_with("bestmove"));
-    assert_legal_answer(answer.last().unwrap(), &pos, &[], &gui.transcript());
+    assert_held_until(&mut gui, &pos, "go ponder depth 2", "ponderhit");
     gui.send("ponderhit");
     assert_eq!(
         errors(&gui.sync()),
@@ -144,14 +137,11 @@ fn rule_5_forces_king_moves() {
     assert_eq!(best_move(&gui.go("go depth 3").1), "a1a3");
 
     // Boxed in at the deadline: White has lost by king-quota, no move to give.
-    gui.send(
+    assert_game_over_answer(
+        &mut gui,
         "position fen rnnbqkbnnr/pppppppppp/10/10/10/10/10/10/PPPPPPPPPP/RNNBQKBNNR w KQkq - 0 10",
-    );
-    let (lines, best) = gui.go("go depth 2");
-    assert_eq!(best, "bestmove 0000");
-    assert_eq!(
-        lines,
-        ["info string no legal move: the game is over (0-1 by king-quota)"]
+        "go depth 2",
+        "0-1 by king-quota",
     );
     gui.send("quit");
     gui.close();
@@ -185,15 +175,7 @@ fn alpha_beta_options() -> StreamConfig {
 
 #[test]
 fn random_and_malformed_command_streams() {
-    let config = alpha_beta_options();
-    for seed in 0..3 {
-        let report = run_random_session(alpha_beta(), &config, seed, 300);
-        assert!(
-            report.searches > 20,
-            "seed {seed}: only {} searches",
-            report.searches
-        );
-    }
+    assert_random_sessions(alpha_beta, &alpha_beta_options());
 }
 
 #[test]
@@ -204,9 +186,7 @@ fn the_binary_speaks_uci() {
     let hello = gui.hello();
     assert_eq!(hello[0], "id name mixchess alphabeta");
     assert!(gui.sync().is_empty());
-    let setup = "position startpos moves e2e5 e9e7 f1e2";
-    gui.send(setup);
-    let pos = *game_of(setup).position();
+    let pos = gui.set_position("position startpos moves e2e5 e9e7 f1e2");
     let (info, best) = gui.go("go depth 3");
     assert_eq!(info.len(), 3, "{info:?}");
     assert_legal_answer(&best, &pos, &[], &gui.transcript());

@@ -84,6 +84,15 @@ fn start() -> Position {
     Position::start()
 }
 
+/// The value of the constant plane `index` in each position of a line of
+/// `moves` from the start.
+fn constant_along(index: usize, moves: &str) -> Vec<f32> {
+    play(&start(), moves)
+        .iter()
+        .map(|p| constant(&encode_one(p), index))
+        .collect()
+}
+
 /// A plain square-by-square encoder written from the plane documentation.
 fn reference(config: &EncoderConfig, history: &[Position], repetitions: u8) -> Vec<f32> {
     let pos = history.last().unwrap();
@@ -354,12 +363,7 @@ fn history_planes_hold_previous_positions() {
 #[test]
 fn side_to_move_plane() {
     let plane = config().feature_plane(feature::SIDE_TO_MOVE);
-    let line = play(&start(), "e2e3 e9e8");
-    let values: Vec<f32> = line
-        .iter()
-        .map(|p| constant(&encode_one(p), plane))
-        .collect();
-    assert_eq!(values, [0.0, 1.0, 0.0]);
+    assert_eq!(constant_along(plane, "e2e3 e9e8"), [0.0, 1.0, 0.0]);
 }
 
 #[test]
@@ -411,12 +415,10 @@ fn repetition_planes() {
 #[test]
 fn halfmove_plane_scales_the_clock() {
     let plane = config().feature_plane(feature::HALFMOVE);
-    let line = play(&start(), "b1a3 b10a8 a3b5 e9e8");
-    let clocks: Vec<f32> = line
-        .iter()
-        .map(|p| constant(&encode_one(p), plane))
-        .collect();
-    assert_eq!(clocks, [0.0, 0.01, 0.02, 0.03, 0.0]);
+    assert_eq!(
+        constant_along(plane, "b1a3 b10a8 a3b5 e9e8"),
+        [0.0, 0.01, 0.02, 0.03, 0.0]
+    );
     let fen = START.replace(" 0 1", " 37 40");
     assert_eq!(
         constant(&encode_one(&Position::from_fen(&fen).unwrap()), plane),

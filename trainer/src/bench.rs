@@ -11,7 +11,7 @@ use engine::{
 };
 use models::encoding::{encode, EncoderConfig};
 use models::net::{Architecture, Net};
-use models::server::{encode_requests, InferenceServer, ServerConfig};
+use models::server::{encode_requests, InferenceClient, InferenceServer, ServerConfig};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
 use rand::SeedableRng;
@@ -186,35 +186,48 @@ fn server_throughput(
     } else {
         (4, batch.div_ceil(2))
     };
+    per_second_on_threads(server, callers, seconds, |c, client, deadline| {
+        let mut served = 0;
+        let mut offset = c * per_call;
+        while Instant::now() < deadline {
+            let requests: Vec<EvalRequest<'_>> = (0..per_call)
+                .map(|i| samples[(offset + i) % samples.len()].request())
+                .collect();
+            offset += per_call * callers;
+            served += client
+                .evaluate_batch(&requests)
+                .expect("bench server answers")
+                .len() as u64;
+        }
+        served
+    })
+}
+
+/// Runs `work(thread, client, deadline)` on `threads` threads at once, each
+/// with its own client of `server`, until `seconds` from now: the sum of
+/// what they return, per second.
+fn per_second_on_threads(
+    server: &InferenceServer,
+    threads: usize,
+    seconds: f64,
+    work: impl Fn(usize, InferenceClient, Instant) -> u64 + Sync,
+) -> f64 {
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let start = Instant::now();
-    let served: usize = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..callers)
-            .map(|c| {
+    let work = &work;
+    let done: u64 = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
                 let client = server.client();
-                scope.spawn(move || {
-                    let mut served = 0;
-                    let mut offset = c * per_call;
-                    while Instant::now() < deadline {
-                        let requests: Vec<EvalRequest<'_>> = (0..per_call)
-                            .map(|i| samples[(offset + i) % samples.len()].request())
-                            .collect();
-                        offset += per_call * callers;
-                        served += client
-                            .evaluate_batch(&requests)
-                            .expect("bench server answers")
-                            .len();
-                    }
-                    served
-                })
+                scope.spawn(move || work(t, client, deadline))
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("caller thread"))
+            .map(|h| h.join().expect("bench thread"))
             .sum()
     });
-    served as f64 / start.elapsed().as_secs_f64()
+    done as f64 / start.elapsed().as_secs_f64()
 }
 
 /// Bare forward passes on every replica's own thread and net at once: the
@@ -345,38 +358,25 @@ pub fn search_row(
     let (mut bare, mut nodes) = (0f64, 0f64);
     for _ in 0..ROUNDS {
         bare = bare.max(bare_on_replicas(&server, &planes, batch, round));
-        let deadline = Instant::now() + Duration::from_secs_f64(round);
-        let start = Instant::now();
-        let evaluations: u64 = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let client = server.client();
-                    scope.spawn(move || {
-                        let mut done = 0;
-                        let mut i = t;
-                        while Instant::now() < deadline {
-                            let game = sample_game(&samples[i % samples.len()]);
-                            i += threads;
-                            if game.outcome().is_some() {
-                                continue;
-                            }
-                            let mut s = Search::new(search, &game);
-                            while Instant::now() < deadline && s.root_visits() < 400 {
-                                s.run(&client, search.leaves_in_flight as u32)
-                                    .expect("bench search");
-                            }
-                            done += s.evaluations();
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("search thread"))
-                .sum()
+        let per_second = per_second_on_threads(&server, threads, round, |t, client, deadline| {
+            let mut done = 0;
+            let mut i = t;
+            while Instant::now() < deadline {
+                let game = sample_game(&samples[i % samples.len()]);
+                i += threads;
+                if game.outcome().is_some() {
+                    continue;
+                }
+                let mut s = Search::new(search, &game);
+                while Instant::now() < deadline && s.root_visits() < 400 {
+                    s.run(&client, search.leaves_in_flight as u32)
+                        .expect("bench search");
+                }
+                done += s.evaluations();
+            }
+            done
         });
-        nodes = nodes.max(evaluations as f64 / start.elapsed().as_secs_f64());
+        nodes = nodes.max(per_second);
     }
     let mean_batch = server.client().stats().mean_batch();
     server.shutdown();

@@ -1,5 +1,7 @@
 //! `mixzero arena` end to end, through the real binary.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -8,12 +10,7 @@ use models::net::{Architecture, Net, NetConfig};
 use tch::Device;
 
 fn arena(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mixzero"))
-        .arg("arena")
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running mixzero")
+    common::mixzero("arena", args)
 }
 
 /// The JSON summary of four games of `spec` against greedy, written to `pgn`.

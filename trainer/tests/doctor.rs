@@ -3,8 +3,9 @@
 //! unless told otherwise), and the verdict matches the machine: a GPU when
 //! the NVIDIA kernel driver's device node says there is one, else none.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -13,12 +14,7 @@ const LIBTORCH_LIB: &str = env!("MIXZERO_LIBTORCH_LIB");
 
 /// `mixzero doctor ARGS`'s standard output, after checking it succeeded.
 fn doctor(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_mixzero"))
-        .arg("doctor")
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running mixzero");
+    let output = common::mixzero("doctor", args);
     assert!(
         output.status.success(),
         "{}",

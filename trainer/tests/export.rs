@@ -1,6 +1,8 @@
 //! `mixzero export` end to end: the weights file and the traced module give
 //! the same outputs as the checkpoint they came from.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -9,12 +11,7 @@ use models::net::{Architecture, Net, NetConfig};
 use tch::{CModule, Device, Kind, Tensor};
 
 fn export(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mixzero"))
-        .arg("export")
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("running mixzero")
+    common::mixzero("export", args)
 }
 
 fn assert_close(a: &Tensor, b: &Tensor) {

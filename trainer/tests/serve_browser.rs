@@ -90,11 +90,19 @@ fn click_move(b: &mut Browser, from: &str, to: &str) {
     b.click(&square(to));
 }
 
+/// Starts a game (from `fen`, the start when empty) and waits until its
+/// move list is empty and White is to move.
 fn new_game(b: &mut Browser, white: &str, black: &str, fen: &str) {
     b.type_into("#white", white);
     b.type_into("#black", black);
     b.type_into("#fen", fen);
     b.click("#new-game-button");
+    wait_plies(b, 0);
+}
+
+/// A game from `fen` in which the clicks play both sides.
+fn human_game(b: &mut Browser, fen: &str) {
+    new_game(b, "human", "human", fen);
 }
 
 #[test]
@@ -121,7 +129,6 @@ fn play_watch_and_training_in_a_browser() {
 
     // Against alpha-beta depth 1, by clicks.
     new_game(&mut b, "human", "alphabeta:1", "");
-    wait_plies(&mut b, 0);
     assert_eq!(b.text("#play-rules-white-left"), "10");
     click_move(&mut b, "e2", "e4");
     let list = wait_plies(&mut b, 2);
@@ -161,13 +168,7 @@ fn play_watch_and_training_in_a_browser() {
     wait_plies(&mut b, 4);
 
     // Promotion picker, from a FEN, human against human.
-    new_game(
-        &mut b,
-        "human",
-        "human",
-        "k9/4P5/10/10/10/10/10/10/10/5K4 w - - 0 1",
-    );
-    wait_plies(&mut b, 0);
+    human_game(&mut b, "k9/4P5/10/10/10/10/10/10/10/5K4 w - - 0 1");
     click_move(&mut b, "e9", "e10");
     b.wait_for("the promotion picker", WAIT, |b| {
         (b.js("return document.getElementById('promotion').hidden;") == Value::Bool(false))
@@ -181,13 +182,7 @@ fn play_watch_and_training_in_a_browser() {
     assert!(list[0].starts_with("e10=Q"), "{list:?}");
 
     // Checkmate and its banner.
-    new_game(
-        &mut b,
-        "human",
-        "human",
-        "k9/10/2K7/10/10/10/10/1Q8/10/10 w - - 0 1",
-    );
-    wait_plies(&mut b, 0);
+    human_game(&mut b, "k9/10/2K7/10/10/10/10/1Q8/10/10 w - - 0 1");
     click_move(&mut b, "b3", "b9");
     let banner = b.wait_for("the banner", WAIT, |b| {
         let t = b.text("#play-banner");
@@ -198,7 +193,6 @@ fn play_watch_and_training_in_a_browser() {
 
     // The network thinking, live: visits, Q, PV and arrows on the board.
     new_game(&mut b, "human", "net:movetime=5000", "");
-    wait_plies(&mut b, 0);
     click_move(&mut b, "e2", "e4");
     b.wait_for("the search on the board", WAIT, |b| {
         let rows = b.js("return document.querySelectorAll('#top-moves .top-move').length;");

@@ -63,6 +63,18 @@ fn check_against_engine(state: &Value) -> Game {
     game
 }
 
+/// Starts a game from `fen` in which the commands play both sides, and
+/// returns its state.
+fn human_game(server: &Server, session: &str, fen: &str) -> Value {
+    let (status, state) = command(
+        server,
+        session,
+        json!({"type": "new_game", "white": "human", "black": "human", "fen": fen}),
+    );
+    assert_eq!(status, 200, "{state}");
+    state
+}
+
 #[test]
 fn a_full_game_against_alphabeta() {
     let server = Server::start(&["serve"]);
@@ -143,13 +155,11 @@ fn takebacks_fens_promotion_and_outcomes() {
         .contains("nothing to take back"));
 
     // Promotion from a FEN: the piece must be named.
-    let fen = "k9/4P5/10/10/10/10/10/10/10/5K4 w - - 0 1";
-    let (status, state) = command(
+    let state = human_game(
         &server,
         &session,
-        json!({"type": "new_game", "white": "human", "black": "human", "fen": fen}),
+        "k9/4P5/10/10/10/10/10/10/10/5K4 w - - 0 1",
     );
-    assert_eq!(status, 200, "{state}");
     assert!(state["legal"]
         .as_array()
         .unwrap()
@@ -166,13 +176,11 @@ fn takebacks_fens_promotion_and_outcomes() {
     check_against_engine(&state);
 
     // Checkmate.
-    let mate = "k9/10/2K7/10/10/10/10/1Q8/10/10 w - - 0 1";
-    let (status, state) = command(
+    human_game(
         &server,
         &session,
-        json!({"type": "new_game", "white": "human", "black": "human", "fen": mate}),
+        "k9/10/2K7/10/10/10/10/1Q8/10/10 w - - 0 1",
     );
-    assert_eq!(status, 200, "{state}");
     let (status, state) = command(&server, &session, json!({"type": "move", "move": "b3b9"}));
     assert_eq!(status, 200, "{state}");
     assert_eq!(state["outcome"]["reason"], "checkmate");

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use engine::uci::harness::{
-    assert_infinite_until_stop, assert_king_moves, assert_legal_answer, assert_quit_and_eof_answer,
-    best_move, errors, game_of, run_random_session, Gui, StreamConfig,
+    assert_game_over_answer, assert_held_until, assert_infinite_until_stop, assert_king_moves,
+    assert_legal_answer, assert_legal_answers, assert_quit_and_eof_answer, assert_random_sessions,
+    best_move, errors, Gui, StreamConfig,
 };
 use engine::{parse_coordinate, Move};
 use models::encoding::EncoderConfig;
@@ -78,9 +79,7 @@ fn scripted_session() {
     assert!(gui.sync().is_empty());
 
     gui.send("ucinewgame");
-    let opening = "position startpos moves e2e5 e9e7";
-    gui.send(opening);
-    let pos = *game_of(opening).position();
+    let pos = gui.set_position("position startpos moves e2e5 e9e7");
     let (info, best) = gui.go("go nodes 50");
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
     assert!(!info.is_empty(), "{}", gui.transcript());
@@ -89,32 +88,33 @@ fn scripted_session() {
         assert!(line.contains(" score cp "), "{line}");
         assert!(line.contains(" wdl "), "{line}");
     }
-    for go in [
-        "go movetime 100",
-        "go wtime 2000 btime 2000 winc 10 binc 10",
-        "go depth 2",
-        "go btime 1 wtime 0",
-    ] {
-        let (_, best) = gui.go(go);
-        assert_legal_answer(&best, &pos, &[], &gui.transcript());
-    }
+    assert_legal_answers(
+        &mut gui,
+        &pos,
+        &[],
+        &[
+            "go movetime 100",
+            "go wtime 2000 btime 2000 winc 10 binc 10",
+            "go depth 2",
+            "go btime 1 wtime 0",
+        ],
+    );
     assert_infinite_until_stop(&mut gui, &pos, "setoption name Playouts value 100");
 
     // Pondering holds the answer until `ponderhit`.
-    gui.send("go ponder nodes 50 wtime 2000 btime 2000");
-    assert!(gui.sync().iter().all(|l| !l.starts_with("bestmove")));
-    gui.send("ponderhit");
-    let answer = gui.read_until(|l| l.starts_with("bestmove"));
-    assert_legal_answer(answer.last().unwrap(), &pos, &[], &gui.transcript());
+    let ponder = "go ponder nodes 50 wtime 2000 btime 2000";
+    assert_held_until(&mut gui, &pos, ponder, "ponderhit");
 
     let allowed = moves(&["a2a3", "k2k4"]);
-    for go in [
-        "go nodes 50 searchmoves a2a3 k2k4",
-        "go movetime 50 searchmoves a2a3 k2k4",
-    ] {
-        let (_, best) = gui.go(go);
-        assert_legal_answer(&best, &pos, &allowed, &gui.transcript());
-    }
+    assert_legal_answers(
+        &mut gui,
+        &pos,
+        &allowed,
+        &[
+            "go nodes 50 searchmoves a2a3 k2k4",
+            "go movetime 50 searchmoves a2a3 k2k4",
+        ],
+    );
     let (_, best) = gui.go("go nodes 50 searchmoves k2k4");
     assert_eq!(best_move(&best), "k2k4");
 
@@ -159,12 +159,11 @@ fn scripted_session() {
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
 
     // Black is mated: nothing to search.
-    gui.send("position fen R4k4/4ppp3/10/10/10/10/10/10/10/5K4 b - - 1 17");
-    let (lines, best) = gui.go("go nodes 50");
-    assert_eq!(best, "bestmove 0000");
-    assert_eq!(
-        lines,
-        ["info string no legal move: the game is over (1-0 by checkmate)"]
+    assert_game_over_answer(
+        &mut gui,
+        "position fen R4k4/4ppp3/10/10/10/10/10/10/10/5K4 b - - 1 17",
+        "go nodes 50",
+        "1-0 by checkmate",
     );
 
     gui.send("quit");
@@ -177,9 +176,7 @@ fn depth_limits_end_when_the_line_ends_the_game() {
     // past the mate, so `go depth 3` must stop there rather than search on.
     let weights = Weights::random();
     let mut gui = mixzero(&weights.path);
-    let setup = "position fen k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
-    gui.send(setup);
-    let pos = *game_of(setup).position();
+    let pos = gui.set_position("position fen k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17");
     for go in ["go depth 3", "go mate 2", "go depth 3 searchmoves k1k10"] {
         let (_, best) = gui.go(go);
         assert_legal_answer(&best, &pos, &[], &gui.transcript());
@@ -252,13 +249,5 @@ fn mixzero_options(weights: &Weights) -> StreamConfig {
 #[test]
 fn random_and_malformed_command_streams() {
     let weights = Weights::random();
-    let config = mixzero_options(&weights);
-    for seed in 0..3 {
-        let report = run_random_session(mixzero(&weights.path), &config, seed, 300);
-        assert!(
-            report.searches > 20,
-            "seed {seed}: only {} searches",
-            report.searches
-        );
-    }
+    assert_random_sessions(|| mixzero(&weights.path), &mixzero_options(&weights));
 }

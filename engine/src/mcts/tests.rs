@@ -3,6 +3,7 @@ use rand::SeedableRng;
 
 use super::*;
 use crate::eval::{Evaluation, UniformEvaluator};
+use crate::game::test_game as game;
 use crate::types::{Color, Kind};
 
 /// Uniform priors; value from material for the side to move.
@@ -60,26 +61,50 @@ impl Evaluator for Broken {
     }
 }
 
-fn game(fen: &str) -> Game {
-    Game::new(Position::from_fen(fen).unwrap())
+fn search(fen: &str, evaluator: &dyn Evaluator, playouts: u32) -> Search {
+    search_with(SearchConfig::default(), fen, evaluator, playouts)
 }
 
-fn search(fen: &str, evaluator: &dyn Evaluator, playouts: u32) -> Search {
-    let mut search = Search::new(SearchConfig::default(), &game(fen));
+fn search_with(
+    config: SearchConfig,
+    fen: &str,
+    evaluator: &dyn Evaluator,
+    playouts: u32,
+) -> Search {
+    let mut search = Search::new(config, &game(fen));
     search.run(evaluator, playouts).unwrap();
     search
+}
+
+/// A search of the start position, not run yet.
+fn from_the_start(config: SearchConfig) -> Search {
+    Search::new(config, &Game::new(Position::start()))
 }
 
 fn mv(pos: &Position, text: &str) -> Move {
     pos.parse_move(text).unwrap()
 }
 
+/// Rk1-k10 mates.
+const MATE_IN_ONE: &str = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+
 #[test]
 fn finds_mate_in_one() {
-    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
-    let s = search(fen, &UniformEvaluator, 400);
-    assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
-    assert!(s.root_wdl().win > 0.5);
+    // Ranked gives the mate one of the smallest priors: the win check finds
+    // it with a handful of playouts.
+    let cases: [(&str, &dyn Evaluator, u32); 2] = [
+        ("uniform priors", &UniformEvaluator, 400),
+        ("win check, priors hide it", &Ranked, 16),
+    ];
+    for (name, evaluator, playouts) in cases {
+        let s = search(MATE_IN_ONE, evaluator, playouts);
+        assert_eq!(
+            s.best_move(),
+            Some(mv(s.root_position(), "k1k10")),
+            "{name}"
+        );
+        assert!(s.root_wdl().win > 0.5, "{name}");
+    }
 }
 
 #[test]
@@ -124,18 +149,16 @@ fn avoids_a_move_into_mate() {
 
 #[test]
 fn prefers_a_free_capture() {
-    let fen = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
-    let s = search(fen, &Material, 300);
+    let s = search(FREE_ROOK, &Material, 300);
     assert_eq!(s.best_move(), Some(mv(s.root_position(), "d3d7")));
 }
 
 #[test]
 fn visits_follow_priors_when_values_are_equal() {
-    let config = SearchConfig {
+    let mut s = from_the_start(SearchConfig {
         fpu_reduction: 0.0,
         ..SearchConfig::default()
-    };
-    let mut s = Search::new(config, &Game::new(Position::start()));
+    });
     s.run(&Ranked, 2000).unwrap();
     let children = s.root_children();
     let priors = ranked_priors(children.len());
@@ -153,8 +176,7 @@ fn visits_follow_priors_when_values_are_equal() {
 
 #[test]
 fn subtree_is_kept_after_a_move() {
-    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
-    s.run(&Material, 500).unwrap();
+    let mut s = search(crate::position::START_FEN, &Material, 500);
     let best = s.best_move().unwrap();
     let child_visits = s
         .root_children()
@@ -191,11 +213,10 @@ fn repetition_in_the_tree_is_a_draw() {
 
 #[test]
 fn noise_changes_priors_but_keeps_a_distribution() {
-    let config = SearchConfig {
+    let mut s = from_the_start(SearchConfig {
         dirichlet_epsilon: 0.25,
         ..SearchConfig::default()
-    };
-    let mut s = Search::new(config, &Game::new(Position::start()));
+    });
     let mut rng = SmallRng::seed_from_u64(3);
     s.add_root_noise(&UniformEvaluator, &mut rng).unwrap();
     let priors: Vec<f32> = s.root_children().iter().map(|c| c.prior).collect();
@@ -205,7 +226,7 @@ fn noise_changes_priors_but_keeps_a_distribution() {
 
 #[test]
 fn evaluator_errors_leave_the_tree_usable() {
-    let mut s = Search::new(SearchConfig::default(), &Game::new(Position::start()));
+    let mut s = from_the_start(SearchConfig::default());
     s.run(&UniformEvaluator, 50).unwrap();
     assert_eq!(s.run(&Broken, 50), Err(EvalError::Disconnected));
     s.run(&UniformEvaluator, 50).unwrap();
@@ -214,11 +235,7 @@ fn evaluator_errors_leave_the_tree_usable() {
 
 #[test]
 fn temperature_zero_is_the_best_move() {
-    let s = search(
-        "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17",
-        &UniformEvaluator,
-        300,
-    );
+    let s = search(MATE_IN_ONE, &UniformEvaluator, 300);
     let mut rng = SmallRng::seed_from_u64(1);
     assert_eq!(s.choose_move(0.0, &mut rng), s.best_move());
     let picked = s.choose_move(1.0, &mut rng).unwrap();
@@ -226,31 +243,10 @@ fn temperature_zero_is_the_best_move() {
     assert_eq!(s.pv().first().copied(), s.best_move());
 }
 
-fn search_with(
-    config: SearchConfig,
-    fen: &str,
-    evaluator: &dyn Evaluator,
-    playouts: u32,
-) -> Search {
-    let mut search = Search::new(config, &game(fen));
-    search.run(evaluator, playouts).unwrap();
-    search
-}
-
-#[test]
-fn win_check_finds_a_mate_in_one_the_priors_hide() {
-    // Rk1-k10 mates, but Ranked gives it one of the smallest priors.
-    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
-    let s = search(fen, &Ranked, 16);
-    assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
-    assert!(s.root_wdl().win > 0.5);
-}
-
 #[test]
 fn a_leaf_with_a_winning_move_is_a_certain_win() {
     // The root itself: one playout expands it without asking the evaluator.
-    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
-    let s = search(fen, &Broken, 1);
+    let s = search(MATE_IN_ONE, &Broken, 1);
     assert_eq!(s.root_wdl().win, 1.0);
     assert_eq!(s.evaluations(), 0);
     assert_eq!(s.best_move(), Some(mv(s.root_position(), "k1k10")));
@@ -297,7 +293,7 @@ fn win_check_avoids_a_move_into_mate_with_few_playouts() {
 
 #[test]
 fn without_win_check_the_priors_decide() {
-    let fen = "k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17";
+    let fen = MATE_IN_ONE;
     let config = SearchConfig {
         win_check: false,
         ..SearchConfig::default()
@@ -426,11 +422,10 @@ fn capture_prior_leaves_quiet_positions_alone() {
 fn forced_visits_stay_in_the_target_when_nothing_else_is_left() {
     // The root's expansion and one child visit: the best move has a single
     // visit, which pruning would leave at nothing.
-    let one_leaf = SearchConfig {
+    let mut s = from_the_start(SearchConfig {
         leaves_in_flight: 1,
         ..SearchConfig::default()
-    };
-    let mut s = Search::new(one_leaf, &Game::new(Position::start()));
+    });
     s.set_forced_playouts(true);
     s.run(&Ranked, 2).unwrap();
     assert_eq!(visits(&s).iter().sum::<u32>(), 1);

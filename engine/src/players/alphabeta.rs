@@ -728,32 +728,31 @@ fn score_from_tt(score: i32, ply: usize) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::game::test_game as game;
     use crate::players::{play_game, player_from_spec, RandomPlayer};
     use crate::types::Square;
 
-    fn game(fen: &str) -> Game {
-        Game::new(Position::from_fen(fen).unwrap())
-    }
-
     #[test]
-    fn finds_mate_in_one() {
-        let g = game("5k4/4ppp3/10/10/6n3/6R3/10/10/10/R4K4 w - - 0 17");
-        for depth in 1..=4 {
-            let result = AlphaBeta::new(depth, 0).search(&g);
-            assert_eq!(result.best.to_string(), "a1a10", "depth {depth}");
-            assert_eq!(result.score, MATE_SCORE - 1, "depth {depth}");
-        }
-    }
-
-    #[test]
-    fn boxes_in_a_king_at_its_deadline() {
-        // Black's move 20 must be a king move (rule 5): Bc8-e6 covers i10, the
-        // king's only square, and Black loses by king-quota.
-        let g = game("9k/8pp/2B7/10/10/10/10/10/10/5K4 w - - 0 20");
-        for depth in 1..=3 {
-            let result = AlphaBeta::new(depth, 0).search(&g);
-            assert_eq!(result.best.to_string(), "c8e6", "depth {depth}");
-            assert_eq!(result.score, MATE_SCORE - 1, "depth {depth}");
+    fn finds_a_mate_at_every_depth() {
+        // Position, deepest depth tried, the mating move.
+        let cases = [
+            // Mate in one.
+            (
+                "5k4/4ppp3/10/10/6n3/6R3/10/10/10/R4K4 w - - 0 17",
+                4,
+                "a1a10",
+            ),
+            // Black's move 20 must be a king move (rule 5): Bc8-e6 covers
+            // i10, the king's only square, and Black loses by king-quota.
+            ("9k/8pp/2B7/10/10/10/10/10/10/5K4 w - - 0 20", 3, "c8e6"),
+        ];
+        for (fen, max_depth, best) in cases {
+            let g = game(fen);
+            for depth in 1..=max_depth {
+                let result = AlphaBeta::new(depth, 0).search(&g);
+                assert_eq!(result.best.to_string(), best, "{fen} depth {depth}");
+                assert_eq!(result.score, MATE_SCORE - 1, "{fen} depth {depth}");
+            }
         }
     }
 

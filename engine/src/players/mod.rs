@@ -52,6 +52,13 @@ impl RandomPlayer {
             rng: SmallRng::seed_from_u64(seed),
         }
     }
+
+    /// One of `moves`, uniformly at random.
+    fn pick(&mut self, moves: &[Move]) -> Move {
+        *moves
+            .choose(&mut self.rng)
+            .expect("choose is only called while the game is not over")
+    }
 }
 
 impl Player for RandomPlayer {
@@ -60,24 +67,20 @@ impl Player for RandomPlayer {
     }
 
     fn choose(&mut self, game: &Game) -> Move {
-        *game
-            .position()
-            .legal_moves()
-            .choose(&mut self.rng)
-            .expect("choose is only called while the game is not over")
+        self.pick(&game.position().legal_moves())
     }
 }
 
 /// Plays a move that wins at once if there is one, else a move leaving the
 /// best material balance, without looking at the replies; ties at random.
 pub struct GreedyPlayer {
-    rng: SmallRng,
+    ties: RandomPlayer,
 }
 
 impl GreedyPlayer {
     pub fn new(seed: u64) -> GreedyPlayer {
         GreedyPlayer {
-            rng: SmallRng::seed_from_u64(seed),
+            ties: RandomPlayer::new(seed),
         }
     }
 }
@@ -109,9 +112,7 @@ impl Player for GreedyPlayer {
                 best.push(mv);
             }
         }
-        *best
-            .choose(&mut self.rng)
-            .expect("choose is only called while the game is not over")
+        self.ties.pick(&best)
     }
 }
 
@@ -206,10 +207,7 @@ pub fn play_out<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn game(fen: &str) -> Game {
-        Game::new(Position::from_fen(fen).unwrap())
-    }
+    use crate::game::test_game as game;
 
     #[test]
     fn random_plays_only_legal_moves() {

@@ -229,6 +229,13 @@ impl Gui {
         (lines, best)
     }
 
+    /// Sends a `position` line and returns the position it sets up. Panics
+    /// unless it is a valid one.
+    pub fn set_position(&mut self, line: &str) -> Position {
+        self.send(line);
+        *game_of(line).position()
+    }
+
     /// `uci` until `uciok`: the `id` and `option` lines.
     pub fn hello(&mut self) -> Vec<String> {
         self.send("uci");
@@ -345,6 +352,45 @@ pub fn assert_legal_answer(line: &str, pos: &Position, searchmoves: &[Move], con
         let reply = parse_coordinate(ponder).unwrap_or_else(|e| panic!("{e}: {line}\n{context}"));
         assert!(pos.after(mv).is_legal(reply), "{line}\n{context}");
     }
+}
+
+/// Sends each `go` of `gos` in the current position `pos` and checks each
+/// answer with [`assert_legal_answer`].
+pub fn assert_legal_answers(gui: &mut Gui, pos: &Position, searchmoves: &[Move], gos: &[&str]) {
+    for go in gos {
+        let (_, best) = gui.go(go);
+        assert_legal_answer(&best, pos, searchmoves, &gui.transcript());
+    }
+}
+
+/// Sends `go` (a `ponder` or `infinite` search) in the current position
+/// `pos`: no answer comes until `release` (`ponderhit` or `stop`), and then
+/// one legal answer.
+pub fn assert_held_until(gui: &mut Gui, pos: &Position, go: &str, release: &str) {
+    gui.send(go);
+    assert!(
+        gui.sync().iter().all(|l| !l.starts_with("bestmove")),
+        "{}",
+        gui.transcript()
+    );
+    gui.send(release);
+    let answer = gui.read_until(|l| l.starts_with("bestmove"));
+    assert_legal_answer(answer.last().unwrap(), pos, &[], &gui.transcript());
+}
+
+/// Sends `position`, a line where the game is over, and `go`: the answer is
+/// `bestmove 0000` after one line that gives the result (`over`, say
+/// `1-0 by checkmate`).
+pub fn assert_game_over_answer(gui: &mut Gui, position: &str, go: &str, over: &str) {
+    gui.send(position);
+    let (lines, best) = gui.go(go);
+    assert_eq!(best, "bestmove 0000");
+    assert_eq!(
+        lines,
+        [format!(
+            "info string no legal move: the game is over ({over})"
+        )]
+    );
 }
 
 /// The game a `position ...` line sets up. Panics unless it is a valid one.
@@ -482,6 +528,19 @@ impl Model {
             .unwrap_or_else(|| panic!("`{line}` answers no search\n{context}"));
         assert_legal_answer(line, &pending.position, &pending.searchmoves, context);
         self.answers += 1;
+    }
+}
+
+/// Runs three seeded streams of 300 commands, each in a fresh session of
+/// `new_gui`; each must have searched more than 20 times.
+pub fn assert_random_sessions(mut new_gui: impl FnMut() -> Gui, config: &StreamConfig) {
+    for seed in 0..3 {
+        let report = run_random_session(new_gui(), config, seed, 300);
+        assert!(
+            report.searches > 20,
+            "seed {seed}: only {} searches",
+            report.searches
+        );
     }
 }
 

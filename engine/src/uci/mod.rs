@@ -266,39 +266,31 @@ mod tests {
         assert_eq!(budget("go btime 1000", Color::White), (None, None));
     }
 
-    /// `(go line, side to move, soft ms, hard ms)` rows.
-    fn assert_budgets(rows: &[(&str, Color, u64, u64)]) {
-        for &(line, side, soft, hard) in rows {
-            let want = (Some(ms(soft)), Some(ms(hard)));
-            assert_eq!(budget(line, side), want, "{line} ({side:?})");
-        }
-    }
-
     #[test]
-    fn movetime_keeps_an_overhead() {
-        assert_budgets(&[
+    fn movetime_and_sudden_death_budgets() {
+        // Go line, side to move, soft and hard budgets in ms.
+        let rows = [
+            // Movetime keeps an overhead.
             ("go movetime 1000", Color::White, 990, 990),
             ("go movetime 50", Color::Black, 40, 40),
             ("go movetime 6", Color::White, 3, 3),
             ("go movetime 0", Color::White, 0, 0),
-        ]);
-        // A clock that is tighter than movetime wins.
-        assert_eq!(
-            budget("go movetime 5000 wtime 1000", Color::White).1,
-            budget("go wtime 1000", Color::White).1
-        );
-    }
-
-    #[test]
-    fn sudden_death_budgets() {
-        assert_budgets(&[
-            // 60 s: 3 s margin, 57 s usable, /30 moves.
+            // Sudden death, 60 s: 3 s margin, 57 s usable, /30 moves.
             ("go wtime 60000 btime 1", Color::White, 1900, 7600),
             ("go wtime 1 btime 60000", Color::Black, 1900, 7600),
             // Below the margin there is nothing to spend: the searcher answers at once.
             ("go wtime 20", Color::White, 0, 0),
             ("go wtime 0 winc 1000", Color::White, 0, 0),
-        ]);
+        ];
+        for (line, side, soft, hard) in rows {
+            let want = (Some(ms(soft)), Some(ms(hard)));
+            assert_eq!(budget(line, side), want, "{line} ({side:?})");
+        }
+        // A clock that is tighter than movetime wins.
+        assert_eq!(
+            budget("go movetime 5000 wtime 1000", Color::White).1,
+            budget("go wtime 1000", Color::White).1
+        );
         // 1 s: a 50 ms margin (5%), 950 ms usable.
         assert_eq!(
             budget("go wtime 1000", Color::White),
@@ -459,63 +451,63 @@ mod tests {
             Err(OptionError::MissingValue { .. })
         ));
 
-        let check = UciOption {
-            name: "Ponder".into(),
-            kind: OptionKind::Check { default: false },
-        };
-        assert_eq!(
-            check.to_string(),
-            "option name Ponder type check default false"
-        );
-        assert_eq!(
-            check.parse_value(Some("true")),
-            Ok(OptionValue::Check(true))
-        );
-        assert!(check.parse_value(Some("yes")).is_err());
-
-        let combo = UciOption {
-            name: "Style".into(),
-            kind: OptionKind::Combo {
-                default: "Normal".into(),
-                choices: vec!["Solid".into(), "Normal".into()],
-            },
-        };
-        assert_eq!(
-            combo.to_string(),
-            "option name Style type combo default Normal var Solid var Normal"
-        );
-        assert_eq!(
-            combo.parse_value(Some("solid")),
-            Ok(OptionValue::Combo("Solid".into()))
-        );
-        assert!(combo.parse_value(Some("Wild")).is_err());
-
-        let button = UciOption {
-            name: "Clear Hash".into(),
-            kind: OptionKind::Button,
-        };
-        assert_eq!(button.to_string(), "option name Clear Hash type button");
-        assert_eq!(button.parse_value(None), Ok(OptionValue::Button));
-        assert!(button.parse_value(Some("now")).is_err());
-
-        let string = UciOption {
-            name: "Weights".into(),
-            kind: OptionKind::String {
-                default: String::new(),
-            },
-        };
-        assert_eq!(
-            string.to_string(),
-            "option name Weights type string default <empty>"
-        );
-        assert_eq!(
-            string.parse_value(Some("a b")),
-            Ok(OptionValue::String("a b".into()))
-        );
-        assert_eq!(
-            string.parse_value(Some("<empty>")),
-            Ok(OptionValue::String(String::new()))
-        );
+        // The other kinds: the option, how it prints, inputs it takes (and
+        // their values) and inputs it refuses.
+        let cases = [
+            (
+                UciOption {
+                    name: "Ponder".into(),
+                    kind: OptionKind::Check { default: false },
+                },
+                "option name Ponder type check default false",
+                vec![(Some("true"), OptionValue::Check(true))],
+                vec![Some("yes")],
+            ),
+            (
+                UciOption {
+                    name: "Style".into(),
+                    kind: OptionKind::Combo {
+                        default: "Normal".into(),
+                        choices: vec!["Solid".into(), "Normal".into()],
+                    },
+                },
+                "option name Style type combo default Normal var Solid var Normal",
+                vec![(Some("solid"), OptionValue::Combo("Solid".into()))],
+                vec![Some("Wild")],
+            ),
+            (
+                UciOption {
+                    name: "Clear Hash".into(),
+                    kind: OptionKind::Button,
+                },
+                "option name Clear Hash type button",
+                vec![(None, OptionValue::Button)],
+                vec![Some("now")],
+            ),
+            (
+                UciOption {
+                    name: "Weights".into(),
+                    kind: OptionKind::String {
+                        default: String::new(),
+                    },
+                },
+                "option name Weights type string default <empty>",
+                vec![
+                    (Some("a b"), OptionValue::String("a b".into())),
+                    (Some("<empty>"), OptionValue::String(String::new())),
+                ],
+                vec![],
+            ),
+        ];
+        for (option, line, accepted, refused) in cases {
+            assert_eq!(option.to_string(), line);
+            for (input, value) in accepted {
+                assert_eq!(option.parse_value(input), Ok(value), "{line}: {input:?}");
+            }
+            for input in refused {
+                assert!(option.parse_value(input).is_err(), "{line}: {input:?}");
+            }
+        }
     }
 
     /// Output that the test reads back after `run_uci` returns.

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 
 use anyhow::Result;
 use engine::mcts::SearchConfig;
-use engine::{check, InvalidKey};
+use engine::{at_least_one, check, InvalidKey};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::arena::{self, Budget, Entrant, MatchSpec, Openings, PlayerSpec, Summary};
@@ -58,15 +58,9 @@ impl EvaluationConfig {
             "gate_threshold",
             || format!("{} (expected 0 <= threshold < 1)", self.gate_threshold),
         )?;
-        check(self.playouts >= 1, "playouts", || {
-            "must be at least 1".into()
-        })?;
-        check(self.concurrency >= 1, "concurrency", || {
-            "must be at least 1".into()
-        })?;
-        check(self.max_plies >= 1, "max_plies", || {
-            "must be at least 1".into()
-        })
+        at_least_one("playouts", self.playouts)?;
+        at_least_one("concurrency", self.concurrency)?;
+        at_least_one("max_plies", self.max_plies)
     }
 
     pub fn active(&self) -> bool {

@@ -6,4 +6,5 @@ pub mod arena;
 pub mod external_engine;
 pub mod ladder;
 pub mod openings;
+pub mod rating;
 pub mod sprt;
