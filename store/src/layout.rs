@@ -20,6 +20,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Store, StoreError};
 
+/// Where the workers' chunks live, a folder per worker.
+pub const GAMES_DIR: &str = "games";
+/// Where the published nets and their pointer live.
+pub const NETS_DIR: &str = "nets";
 /// The pointer to the newest net.
 pub const LATEST_NET: &str = "nets/latest";
 
@@ -35,7 +39,7 @@ pub struct BadName {
 /// with [`Store::list_after`].
 pub fn worker_prefix(worker: &str) -> Result<String, BadName> {
     segment("worker name", worker)?;
-    Ok(format!("games/{worker}"))
+    Ok(format!("{GAMES_DIR}/{worker}"))
 }
 
 /// The key of `worker`'s chunk number `seq`: `games/<worker>/<seq:08>.<ext>`.
@@ -44,9 +48,24 @@ pub fn chunk_key(worker: &str, seq: u64, ext: &str) -> Result<String, BadName> {
     Ok(format!("{}/{seq:08}.{ext}", worker_prefix(worker)?))
 }
 
+/// The worker and number of a key [`chunk_key`] made with `ext`, or `None`
+/// for any other key (a foreign object, a nested one, a temporary name), so
+/// a reader can skip what no worker wrote.
+pub fn parse_chunk_key<'k>(key: &'k str, ext: &str) -> Option<(&'k str, u64)> {
+    let (worker, name) = key
+        .strip_prefix(GAMES_DIR)?
+        .strip_prefix('/')?
+        .split_once('/')?;
+    let digits = name.strip_suffix(ext)?.strip_suffix('.')?;
+    let well_formed = segment("worker name", worker).is_ok()
+        && digits.len() >= 8
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    well_formed.then(|| Some((worker, digits.parse().ok()?)))?
+}
+
 /// The key of the net of training step `step`: `nets/<step:08>.safetensors`.
 pub fn net_key(step: u64) -> String {
-    format!("nets/{step:08}.safetensors")
+    format!("{NETS_DIR}/{step:08}.safetensors")
 }
 
 fn segment(what: &'static str, name: &str) -> Result<(), BadName> {
@@ -104,21 +123,37 @@ impl Store {
     }
 
     /// The newest published net and its bytes, or `None` before the first
-    /// [`publish_net`](Self::publish_net). A pointer that does not parse, or
-    /// a net whose CRC-32 differs from the pointer's, is
-    /// [`StoreError::Corrupt`]; a net the pointer names but the store lacks
-    /// is [`StoreError::NotFound`].
+    /// [`publish_net`](Self::publish_net): [`latest_pointer`](Self::latest_pointer)
+    /// then [`fetch_net`](Self::fetch_net).
     pub fn latest_net(&self) -> Result<Option<(NetPointer, Bytes)>, StoreError> {
+        let Some(pointer) = self.latest_pointer()? else {
+            return Ok(None);
+        };
+        let weights = self.fetch_net(&pointer)?;
+        Ok(Some((pointer, weights)))
+    }
+
+    /// Reads [`LATEST_NET`] alone (a few dozen bytes), or `None` before the
+    /// first [`publish_net`](Self::publish_net), so that a poller fetches a
+    /// net only when the pointer names a new one. A pointer that does not
+    /// parse is [`StoreError::Corrupt`].
+    pub fn latest_pointer(&self) -> Result<Option<NetPointer>, StoreError> {
         let Some(json) = self.get(LATEST_NET)? else {
             return Ok(None);
         };
-        let corrupt = |key: &str, reason: String| StoreError::Corrupt {
-            url: self.url().to_owned(),
-            key: key.to_owned(),
-            reason,
-        };
-        let pointer: NetPointer = serde_json::from_slice(&json)
-            .map_err(|e| corrupt(LATEST_NET, format!("not a net pointer: {e}")))?;
+        serde_json::from_slice(&json)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                url: self.url().to_owned(),
+                key: LATEST_NET.to_owned(),
+                reason: format!("not a net pointer: {e}"),
+            })
+    }
+
+    /// The bytes of the net `pointer` names. A net whose CRC-32 differs from
+    /// the pointer's is [`StoreError::Corrupt`]; one the store lacks is
+    /// [`StoreError::NotFound`].
+    pub fn fetch_net(&self, pointer: &NetPointer) -> Result<Bytes, StoreError> {
         let weights = self
             .get(&pointer.key)?
             .ok_or_else(|| StoreError::NotFound {
@@ -128,15 +163,16 @@ impl Store {
             })?;
         let crc32 = crc32fast::hash(&weights);
         if crc32 != pointer.crc32 {
-            return Err(corrupt(
-                &pointer.key,
-                format!(
+            return Err(StoreError::Corrupt {
+                url: self.url().to_owned(),
+                key: pointer.key.clone(),
+                reason: format!(
                     "CRC-32 {crc32:08x}, but {LATEST_NET} says {:08x}",
                     pointer.crc32
                 ),
-            ));
+            });
         }
-        Ok(Some((pointer, weights)))
+        Ok(weights)
     }
 }
 
@@ -152,6 +188,22 @@ mod tests {
         );
         assert_eq!(net_key(120), "nets/00000120.safetensors");
         assert!(net_key(99) < net_key(100));
+    }
+
+    #[test]
+    fn chunk_keys_parse_back() {
+        let key = chunk_key("w-1", 42, "mzg").unwrap();
+        assert_eq!(parse_chunk_key(&key, "mzg"), Some(("w-1", 42)));
+        for other in [
+            "games/w-1/00000042.pgn",
+            "games/w-1/x/00000042.mzg",
+            "games/w-1/42.mzg",
+            "games/w-1/0000004a.mzg",
+            "nets/00000042.mzg",
+            "games/.w/00000042.mzg",
+        ] {
+            assert_eq!(parse_chunk_key(other, "mzg"), None, "{other}");
+        }
     }
 
     #[test]

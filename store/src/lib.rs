@@ -18,10 +18,11 @@
 mod error;
 pub mod layout;
 mod location;
+pub mod test_server;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The byte buffer the store reads into and writes from (re-exported so users
 /// need not depend on `bytes` themselves).
@@ -217,14 +218,22 @@ impl Store {
 
     /// Reads `key`, or `None` if there is no such object.
     pub fn get(&self, key: &str) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.get_with_time(key)?.map(|(bytes, _)| bytes))
+    }
+
+    /// [`get`](Self::get), with the time the object was written as the
+    /// server reports it: a reader of chunks measures from it how long
+    /// they waited to be read, without clocks written into the data.
+    pub fn get_with_time(&self, key: &str) -> Result<Option<(Bytes, SystemTime)>, StoreError> {
         let path = self.path(key)?;
         let objects = &self.inner.objects;
         let read = async {
             let object = objects.get(&path).await?;
-            object.bytes().await
+            let written = object.meta.last_modified;
+            Ok::<_, object_store::Error>((object.bytes().await?, written.into()))
         };
         match self.inner.runtime.block_on(read) {
-            Ok(bytes) => Ok(Some(bytes)),
+            Ok(read) => Ok(Some(read)),
             Err(e) if error::object_missing(&e) => Ok(None),
             Err(e) => Err(self.fail(format!("get `{key}`"), e)),
         }
@@ -275,6 +284,34 @@ impl Store {
                 })
         };
         listed.map_err(|e| self.fail(list_what(prefix), e))
+    }
+
+    /// Every object under `prefix` with the time it was written, as the
+    /// server reports it, in key order: for clean-ups by age, which list
+    /// once rather than poll.
+    pub fn list_with_times(&self, prefix: &str) -> Result<Vec<(Entry, SystemTime)>, StoreError> {
+        let prefix_path = match prefix {
+            "" => None,
+            p => Some(self.path(p)?),
+        };
+        let listing = self
+            .inner
+            .objects
+            .list(prefix_path.as_ref())
+            .map_ok(|meta| {
+                let entry = Entry {
+                    key: meta.location.to_string(),
+                    size: meta.size,
+                };
+                (entry, SystemTime::from(meta.last_modified))
+            });
+        let mut all = self
+            .inner
+            .runtime
+            .block_on(listing.try_collect::<Vec<_>>())
+            .map_err(|e| self.fail(list_what(prefix), e))?;
+        all.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key));
+        Ok(all)
     }
 
     /// The names of the "directories" right under `prefix` (empty for the

@@ -6,9 +6,10 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use store::layout::{self, NetPointer, LATEST_NET};
+use store::test_server::TestServer;
 use store::{Entry, Store, StoreError};
 use tempfile::TempDir;
 
@@ -39,62 +40,9 @@ fn file_url_backend() -> Backend {
     }
 }
 
-/// The S3 server scripts/s3-server.sh started.
-struct S3 {
-    endpoint: String,
-    bucket: String,
-    access_key: String,
-    secret_key: String,
-}
-
-impl S3 {
-    /// The server's settings; without them the test fails (a silently
-    /// skipped S3 test would hide a broken S3 path).
-    fn from_env() -> Self {
-        let var = |name: &str| {
-            std::env::var(name).unwrap_or_else(|_| {
-                panic!(
-                    "{name} is not set: the S3 tests need a server. Run ./scripts/test.sh, \
-                     which starts one, or `eval \"$(scripts/s3-server.sh)\"` before cargo test"
-                )
-            })
-        };
-        Self {
-            endpoint: var("MIXZERO_TEST_S3_ENDPOINT"),
-            bucket: var("MIXZERO_TEST_S3_BUCKET"),
-            access_key: var("MIXZERO_TEST_S3_ACCESS_KEY"),
-            secret_key: var("MIXZERO_TEST_S3_SECRET_KEY"),
-        }
-    }
-
-    /// The AWS_* variables a worker would have, for this server.
-    fn vars(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("AWS_ENDPOINT", self.endpoint.clone()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", self.access_key.clone()),
-            ("AWS_SECRET_ACCESS_KEY", self.secret_key.clone()),
-        ]
-    }
-
-    /// A URL under a prefix no other test uses, in the test bucket.
-    fn url(&self, test: &str) -> String {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        format!("s3://{}/{test}-{}-{nanos}", self.bucket, std::process::id())
-    }
-
-    fn open(&self, url: &str, vars: Vec<(&'static str, String)>) -> Result<Store, StoreError> {
-        Store::open_with_env(url, vars)
-    }
-}
-
 fn s3_backend(test: &str) -> Backend {
-    let s3 = S3::from_env();
-    let store = s3.open(&s3.url(test), s3.vars()).unwrap();
+    let s3 = TestServer::from_env();
+    let store = s3.open(&s3.fresh_url(test), s3.vars()).unwrap();
     Backend { store, _dir: None }
 }
 
@@ -487,11 +435,11 @@ fn a_directory_that_cannot_be_created_is_a_setup_error() {
 
 #[test]
 fn s3_unreachable_endpoint_fails_fast_and_names_it() {
-    let s3 = S3::from_env();
+    let s3 = TestServer::from_env();
     let endpoint = format!("http://127.0.0.1:{}", closed_port());
     let mut vars = s3.vars();
     vars[0].1 = endpoint.clone();
-    let store = s3.open(&s3.url("unreachable"), vars).unwrap();
+    let store = s3.open(&s3.fresh_url("unreachable"), vars).unwrap();
     let started = Instant::now();
     for result in [
         store.get("k").map(drop),
@@ -515,11 +463,11 @@ fn s3_unreachable_endpoint_fails_fast_and_names_it() {
 
 #[test]
 fn s3_wrong_credentials_are_access_denied() {
-    let s3 = S3::from_env();
+    let s3 = TestServer::from_env();
     for (index, value) in [(3, "no-such-key"), (4, "wrong-secret")] {
         let mut vars = s3.vars();
         vars[index].1 = value.into();
-        let store = s3.open(&s3.url("credentials"), vars).unwrap();
+        let store = s3.open(&s3.fresh_url("credentials"), vars).unwrap();
         for result in [
             store.get("k").map(drop),
             store.put_new("k", &b"x"[..]),
@@ -538,7 +486,7 @@ fn s3_wrong_credentials_are_access_denied() {
 
 #[test]
 fn s3_missing_credentials_say_so() {
-    let s3 = S3::from_env();
+    let s3 = TestServer::from_env();
     // No access key: object_store turns to the instance metadata service,
     // here a closed port, as it is off AWS (or a refusing proxy).
     let vars: Vec<_> = s3
@@ -552,7 +500,7 @@ fn s3_missing_credentials_say_so() {
             format!("http://127.0.0.1:{}", closed_port()),
         )])
         .collect();
-    let store = s3.open(&s3.url("no_credentials"), vars).unwrap();
+    let store = s3.open(&s3.fresh_url("no_credentials"), vars).unwrap();
     for result in [
         store.get("k").map(drop),
         store.list_after("", None, 1).map(drop),
@@ -571,7 +519,7 @@ fn s3_missing_credentials_say_so() {
 /// which the store reports the same way.
 #[test]
 fn s3_missing_bucket_is_named() {
-    let s3 = S3::from_env();
+    let s3 = TestServer::from_env();
     let store = s3
         .open("s3://mixzero-no-such-bucket/run", s3.vars())
         .unwrap();

@@ -14,6 +14,7 @@ use models::server::ServerConfig;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::distributed::DistributedConfig;
 use crate::eval::ladder::EvaluationConfig;
 use crate::selfplay::SelfPlayConfig;
 use crate::training::replay::ReplayConfig;
@@ -34,6 +35,7 @@ pub struct Config {
     pub replay: ReplayConfig,
     pub training: TrainingConfig,
     pub evaluation: EvaluationConfig,
+    pub distributed: DistributedConfig,
 }
 
 #[derive(Debug, Error)]
@@ -127,6 +129,7 @@ impl Config {
         self.replay.validate().map_err(within("replay"))?;
         self.training.validate().map_err(within("training"))?;
         self.evaluation.validate().map_err(within("evaluation"))?;
+        self.distributed.validate().map_err(within("distributed"))?;
         if self.search.history < self.encoder.history {
             return Err((
                 "search.history".into(),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use commands::{arena, bench, config, doctor, export, serve, train, uci};
+use commands::{arena, bench, config, doctor, export, rate, selfplay, serve, store, train, uci};
 
 #[derive(Parser)]
 #[command(
@@ -31,8 +31,12 @@ enum Command {
     Perft(engine::cli::PerftArgs),
     /// Train by self-play (resumes an existing run directory).
     Train(train::TrainArgs),
+    /// Self-play worker of a run shared through an object store (see `train --store`).
+    Selfplay(selfplay::SelfPlayArgs),
     /// Play a match between two players and rate them (--serve: watch it in a browser).
     Arena(arena::ArenaArgs),
+    /// Rate runs' checkpoints and the baselines on one Elo scale (random = 0).
+    Rate(rate::RateArgs),
     /// Write a checkpoint as a weights-only file (and optionally TorchScript).
     Export(export::ExportArgs),
     /// Run a network as a UCI engine on stdin/stdout.
@@ -43,6 +47,11 @@ enum Command {
     Config {
         #[command(subcommand)]
         what: config::ConfigCommand,
+    },
+    /// Housekeeping of a run's object store (`gc`).
+    Store {
+        #[command(subcommand)]
+        what: store::StoreCommand,
     },
     /// Play and watch in a browser: a page and its API on loopback.
     Serve(serve::ServeArgs),
@@ -64,11 +73,14 @@ fn main() -> ExitCode {
         Command::Bench { what } => bench::run(what),
         Command::Perft(args) => engine::cli::run_perft(&args, &mut std::io::stdout().lock()),
         Command::Train(args) => train::run(args),
+        Command::Selfplay(args) => selfplay::run(args),
         Command::Arena(args) => arena::run(args),
+        Command::Rate(args) => rate::run(args),
         Command::Export(args) => export::run(args),
         Command::Uci(args) => uci::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Config { what } => config::run(what),
+        Command::Store { what } => store::run(what),
         Command::Serve(args) => serve::run(args),
     };
     match result {

@@ -188,7 +188,7 @@ fn unix_time() -> f64 {
 
 /// Opens for appending; if a crash left a partial last line, ends it first
 /// so that the next record starts on a line of its own.
-fn open_jsonl(path: &Path) -> io::Result<BufWriter<File>> {
+pub(crate) fn open_jsonl(path: &Path) -> io::Result<BufWriter<File>> {
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)

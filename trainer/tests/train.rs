@@ -169,6 +169,40 @@ fn the_ladder_and_gating_report_to_the_metrics() {
         let best: u32 = best.trim().parse().unwrap();
         assert!(best >= 1 && best <= latest(&run));
     }
+
+    // Every match is logged, and `mixzero rate` puts the run's checkpoints
+    // on the scale where random is 0.
+    let matches = std::fs::read_to_string(run.join("logs/matches.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = matches
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().any(|m| m["player2"] == "random"), "{matches}");
+    assert!(lines
+        .iter()
+        .all(|m| m["player1"].as_str().unwrap().starts_with("checkpoint ")));
+    let svg = dir.path().join("elo.svg");
+    let rated = Command::new(env!("CARGO_BIN_EXE_mixzero"))
+        .args([
+            "rate",
+            "--json",
+            "--svg",
+            svg.to_str().unwrap(),
+            run.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&rated);
+    let ratings: Vec<serde_json::Value> = String::from_utf8_lossy(&rated.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let random = ratings.iter().find(|r| r["player"] == "random").unwrap();
+    assert_eq!(random["elo"], 0.0);
+    assert!(ratings
+        .iter()
+        .any(|r| r["player"].as_str().unwrap().starts_with("run checkpoint ")));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
 }
 
 /// Games in the run's chunks that came from `--bootstrap`.

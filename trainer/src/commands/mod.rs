@@ -6,7 +6,10 @@ pub mod bench;
 pub mod config;
 pub mod doctor;
 pub mod export;
+pub mod rate;
+pub mod selfplay;
 pub mod serve;
+pub mod store;
 pub mod train;
 pub mod uci;
 
@@ -21,4 +24,14 @@ pub fn load_config(path: Option<&Path>) -> Result<Config> {
         Some(path) => Ok(Config::load(path)?),
         None => Ok(Config::default_config()),
     }
+}
+
+/// The seed given, or one from the clock (a run that names none differs
+/// from the last).
+pub fn seed_or_clock(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    })
 }

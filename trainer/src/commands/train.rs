@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 use trainer::config::Config;
 use trainer::run_dir::RunDir;
@@ -29,22 +29,34 @@ pub struct TrainArgs {
     /// each decided result a value target); imported once per run directory.
     #[arg(long, value_name = "PGN")]
     bootstrap: Option<PathBuf>,
+    /// Share the run with self-play workers (`mixzero selfplay --store`)
+    /// through an object store: s3://bucket/prefix (AWS_* variables),
+    /// file:///path or a directory. The run directory keeps the trainer's
+    /// own state (checkpoints, logs).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Play no games here: train only on the store's (needs --store).
+    #[arg(long, requires = "store")]
+    no_selfplay: bool,
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
     let dirs = RunDir::new(&args.run_dir);
     let given = args.config.as_deref().map(Config::load).transpose()?;
     let config = dirs.resolve_config(given)?;
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
+    let seed = super::seed_or_clock(args.seed);
+    let store = args
+        .store
+        .as_deref()
+        .map(|url| store::Store::open(url).context("--store"))
+        .transpose()?;
     let session = Session {
         minutes: args.minutes,
         seed,
         progress_bars: !args.quiet,
         bootstrap: args.bootstrap,
+        store,
+        selfplay: !args.no_selfplay,
     };
     training::run(config, &dirs, session)
 }

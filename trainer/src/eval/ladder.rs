@@ -3,6 +3,8 @@
 //! beat the best one so far before self-play uses it. Matches run on their
 //! own thread with their own inference server, so self-play goes on.
 
+use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use engine::{at_least_one, check, InvalidKey};
 use serde::{Deserialize, Serialize};
 
 use crate::eval::arena::{self, Budget, Entrant, MatchSpec, Openings, PlayerSpec, Summary};
+use crate::eval::rating::{MatchRecord, CHECKPOINT_PREFIX};
+use crate::metrics::open_jsonl;
 use crate::run_dir::Checkpoints;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -113,12 +117,18 @@ pub struct Evaluations {
 impl Evaluations {
     /// Starts the evaluation thread; its networks play with the run's
     /// `search` settings.
+    /// Each match's result is appended to `matches` (`mixzero rate` reads it).
     pub fn start(
         config: EvaluationConfig,
         search: SearchConfig,
         checkpoints: Checkpoints,
+        matches: PathBuf,
         seed: u64,
     ) -> Evaluations {
+        let log = MatchLog {
+            path: matches,
+            checkpoints: checkpoints.clone(),
+        };
         let (jobs, job_rx) = mpsc::channel::<Job>();
         let (report_tx, reports) = mpsc::channel();
         let cancel = Arc::new(AtomicBool::new(false));
@@ -139,6 +149,9 @@ impl Evaluations {
                             },
                         ];
                         let played = play(&config, players, config.ladder_games, seed, &cancelled);
+                        if let Ok(summary) = &played {
+                            log.append(checkpoint, baseline.clone(), summary);
+                        }
                         let report = report(played, false, |summary| Report::Rated {
                             checkpoint,
                             step,
@@ -157,6 +170,9 @@ impl Evaluations {
                             network(&checkpoints, best, &config, &search),
                         ];
                         let played = play(&config, players, config.gate_games, seed, &cancelled);
+                        if let Ok(summary) = &played {
+                            log.append(candidate, MatchLog::name(best), summary);
+                        }
                         let report = report(played, true, |summary| Report::Gated {
                             candidate,
                             best,
@@ -217,6 +233,52 @@ impl Drop for Evaluations {
         self.jobs = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+    }
+}
+
+/// The run's ladder and gating results, one [`MatchRecord`] a line.
+struct MatchLog {
+    path: PathBuf,
+    checkpoints: Checkpoints,
+}
+
+impl MatchLog {
+    fn name(checkpoint: u32) -> String {
+        format!("{CHECKPOINT_PREFIX}{checkpoint:06}")
+    }
+
+    /// Hours from the run's first checkpoint to `checkpoint`, by the times
+    /// their files were written (resumed runs included).
+    fn hours(&self, checkpoint: u32) -> Option<f64> {
+        let written = |n| {
+            std::fs::metadata(self.checkpoints.weights(n))
+                .and_then(|m| m.modified())
+                .ok()
+        };
+        let seconds = written(checkpoint)?.duration_since(written(0)?).ok()?;
+        Some(seconds.as_secs_f64() / 3600.0)
+    }
+
+    /// Appends a result; a failure costs only the rating, so it is logged.
+    fn append(&self, checkpoint: u32, opponent: String, summary: &Summary) {
+        let record = MatchRecord {
+            player1: MatchLog::name(checkpoint),
+            player2: opponent,
+            wins: summary.wins,
+            draws: summary.draws,
+            losses: summary.losses,
+            hours: self.hours(checkpoint),
+        };
+        let written = serde_json::to_string(&record)
+            .map_err(std::io::Error::other)
+            .and_then(|line| {
+                let mut file = open_jsonl(&self.path)?;
+                file.write_all(format!("{line}\n").as_bytes())?;
+                file.flush()
+            });
+        if let Err(e) = written {
+            tracing::warn!("cannot log a match to {}: {e}", self.path.display());
         }
     }
 }

@@ -165,14 +165,26 @@ pub struct ChunkHeader {
 /// Each game is checked first, as `read_chunk` will check it, so that a bad
 /// record fails here rather than making the chunk unreadable.
 pub fn write_chunk(path: &Path, games: &[GameRecord]) -> Result<(), DataError> {
-    for (index, game) in games.iter().enumerate() {
-        validate(path, index, game)?;
-    }
-    let bytes = encode_chunk(games);
+    let bytes = encode_games(path, games)?;
     models::weights::write_atomically(path, &bytes).map_err(|source| DataError::Io {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// A chunk of `games` as bytes, for a store rather than a file (`name`
+/// names it in errors). Each game is checked first, as in [`write_chunk`].
+pub fn encode_games(name: &Path, games: &[GameRecord]) -> Result<Vec<u8>, DataError> {
+    for (index, game) in games.iter().enumerate() {
+        validate(name, index, game)?;
+    }
+    Ok(encode_chunk(games))
+}
+
+/// Reads and checks every game of a chunk held in memory (one read from a
+/// store), with the checks of [`read_chunk`]; `name` names it in errors.
+pub fn decode_games(name: &Path, bytes: &[u8]) -> Result<Vec<GameRecord>, DataError> {
+    decode_chunk(name, bytes)
 }
 
 /// Reads and checks every game of a chunk.

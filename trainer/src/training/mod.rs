@@ -8,6 +8,11 @@
 //! A run directory holds the resolved config, the code version, checkpoints
 //! (`checkpoints/latest` names the newest), games and logs. Running the same
 //! command again resumes from it.
+//!
+//! With a store (`--store`, see [`crate::distributed`]) the run is shared
+//! with self-play workers on other machines: the trainer publishes its
+//! self-play nets there and trains on the workers' chunks too (or only on
+//! them, without self-play of its own).
 
 pub mod progress;
 pub mod replay;
@@ -27,9 +32,13 @@ use models::net::Net;
 use models::server::{InferenceClient, InferenceServer};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use store::Store;
 
 use crate::config::Config;
+use crate::distributed as shared;
+use crate::distributed::ingest::{self, Chunk, Feed};
 use crate::eval::ladder::{Evaluations, Job, Report};
+use crate::eval::rating::MATCHES_FILE;
 use crate::metrics::MetricsLog;
 use crate::run_dir::RunDir;
 use crate::selfplay::data::{self, GameRecord};
@@ -49,6 +58,12 @@ pub struct Session {
     pub progress_bars: bool,
     /// PGN games to train on beside self-play, imported once per run.
     pub bootstrap: Option<PathBuf>,
+    /// A store shared with self-play workers (`mixzero selfplay --store`):
+    /// the run's config and every self-play net are published there, and
+    /// the workers' games are trained on beside the trainer's own.
+    pub store: Option<Store>,
+    /// Whether the trainer plays games itself (off: only the store's games).
+    pub selfplay: bool,
 }
 
 /// The version of the code, recorded in the run directory.
@@ -117,6 +132,9 @@ impl SelfPlayTotals {
 /// [`RunDir::resolve_config`]) until `session` ends or Ctrl-C.
 pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     dirs.prepare(&config, &code_version())?;
+    if let Some(store) = &session.store {
+        shared::share_config(store, &config)?;
+    }
     let checkpoints = dirs.checkpoints();
     let device = models::device();
     let seed = session.seed;
@@ -149,6 +167,25 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     for warning in warnings {
         tracing::warn!("{warning}");
     }
+    // The store's games so far (all of them when resuming: the window is
+    // rebuilt from the listing), before the reuse limit's starting point.
+    let mut store_input = None;
+    if let Some(store) = &session.store {
+        let mut feed = Feed::new(store.clone());
+        let mut input = StoreInput::default();
+        let polled = feed.poll(|chunk| input.add(chunk, &mut replay, None))?;
+        ingest::log_skipped(&polled);
+        tracing::info!(
+            chunks = input.chunks,
+            games = input.games,
+            store = store.url(),
+            "games read from the store"
+        );
+        let poll = Duration::from_secs_f64(config.distributed.poll_seconds);
+        input.feed =
+            Some(ingest::Background::start(feed, poll).context("starting the store feed")?);
+        store_input = Some(input);
+    }
     // Samples from earlier sessions were trained on then: the reuse limit
     // counts this session's new samples against this session's steps.
     let samples_at_start = replay.total_samples_ever();
@@ -176,6 +213,9 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     } else {
         models::weights::load(&checkpoints.weights(best), device)?
     };
+    if let Some(store) = &session.store {
+        publish_at_start(store, &checkpoints, best, state.progress.step)?;
+    }
     let server = InferenceServer::start(inference, config.inference);
     let client = server.client();
     let trainer = Trainer::new(&client, device)?;
@@ -194,20 +234,11 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             config.evaluation.clone(),
             config.search,
             checkpoints.clone(),
+            dirs.logs().join(MATCHES_FILE),
             seed,
         )
     });
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = Arc::clone(&stop);
-        // A second Ctrl-C kills the process the usual way.
-        let _ = ctrlc::set_handler(move || {
-            if stop.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-            eprintln!("\nstopping: finishing the current step and writing a checkpoint (Ctrl-C again to kill)");
-        });
-    }
+    let stop = progress::stop_on_ctrl_c("finishing the current step and writing a checkpoint");
 
     let state = Arc::new(Mutex::new(state));
     let mut metrics = MetricsLog::open(&dirs.logs())?;
@@ -218,19 +249,31 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
     let workers_stop = AtomicBool::new(false);
 
+    // Without self-play the sender stays here, so that the loop waits on
+    // an empty channel rather than finding it closed.
+    let mut idle_sender = None;
+    if !session.selfplay {
+        tracing::info!("no self-play of its own: training on the store's games alone");
+    }
     let result = std::thread::scope(|scope| -> Result<()> {
-        let workers = scope.spawn(|| {
-            selfplay::run_workers(
-                &config.selfplay,
-                &config.search,
-                &client,
-                &network,
-                &train_step,
-                &workers_stop,
-                seed,
-                games_tx,
-            )
-        });
+        let workers = match session.selfplay {
+            true => Some(scope.spawn(|| {
+                selfplay::run_workers(
+                    &config.selfplay,
+                    &config.search,
+                    &client,
+                    &network,
+                    &train_step,
+                    &workers_stop,
+                    seed,
+                    games_tx,
+                )
+            })),
+            false => {
+                idle_sender = Some(games_tx);
+                None
+            }
+        };
         let outcome = training_loop(TrainLoop {
             config: &config,
             dirs,
@@ -248,10 +291,15 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             deadline,
             seed,
             samples_at_start,
+            store: session.store.as_ref(),
+            store_input: store_input.as_mut(),
         });
         workers_stop.store(true, Ordering::SeqCst);
         server.shutdown();
-        let workers_result = workers.join().expect("self-play thread");
+        let workers_result = match workers {
+            Some(workers) => workers.join().expect("self-play thread"),
+            None => Ok(()),
+        };
         // Games that finished while stopping are kept too.
         let late: Vec<GameRecord> = games_rx.try_iter().map(|f| f.record).collect();
         save_games(&dirs.games(), &late)?;
@@ -261,9 +309,80 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             Err(e) => Err(e).context("self-play"),
         }
     });
+    drop(idle_sender);
     metrics.flush();
     progress.finish("training stopped");
     result
+}
+
+/// Publishes the self-play net `checkpoint` at the start of a session
+/// unless the store's pointer already names a net of step `step` or later:
+/// a fresh run's first net, so that waiting workers start, or the last
+/// checkpoint of a trainer killed before it published it. With gating,
+/// `checkpoint` is the best net, published under the current step so that
+/// published steps only grow.
+fn publish_at_start(
+    store: &Store,
+    checkpoints: &crate::run_dir::Checkpoints,
+    checkpoint: u32,
+    step: u64,
+) -> Result<()> {
+    match store.latest_pointer()? {
+        Some(pointer) if pointer.step > step => tracing::warn!(
+            published = pointer.step,
+            step,
+            "the store holds a net of a later step than this run directory's; workers use it until the next checkpoint"
+        ),
+        Some(pointer) if pointer.step == step => {}
+        _ => {
+            shared::publish_checkpoint(store, checkpoints, checkpoint, step)?;
+        }
+    }
+    Ok(())
+}
+
+/// The games read from a store this session, for the logs and metrics.
+#[derive(Default)]
+struct StoreInput {
+    feed: Option<ingest::Background>,
+    chunks: u64,
+    games: u64,
+    /// Seconds from upload to ingestion of the chunks since the last report.
+    lag_sum: f64,
+    lag_chunks: u64,
+}
+
+impl StoreInput {
+    /// Adds a chunk's games to `replay`; `now` measures its lag (none for
+    /// the chunks read at the start, which waited for the trainer).
+    fn add(&mut self, chunk: Chunk, replay: &mut ReplayBuffer, now: Option<std::time::SystemTime>) {
+        self.chunks += 1;
+        self.games += chunk.games.len() as u64;
+        if let Some(now) = now {
+            let lag = now.duration_since(chunk.written).unwrap_or_default();
+            self.lag_sum += lag.as_secs_f64();
+            self.lag_chunks += 1;
+        }
+        for game in chunk.games {
+            replay.add(Arc::new(game));
+        }
+    }
+
+    /// The `store/*` scalars, the lag averaged over the chunks since the
+    /// last call (none if there were none). S3 dates objects to the second,
+    /// so the lag is good to about a second.
+    fn scalars(&mut self) -> Vec<(&'static str, f64)> {
+        let mut scalars = vec![
+            ("store/chunks_in", self.chunks as f64),
+            ("store/games_in", self.games as f64),
+        ];
+        if self.lag_chunks > 0 {
+            let lag = self.lag_sum / self.lag_chunks as f64;
+            scalars.push(("store/lag_seconds", lag));
+        }
+        (self.lag_sum, self.lag_chunks) = (0.0, 0);
+        scalars
+    }
 }
 
 /// A training task: it runs with the device's libtorch state and returns nothing.
@@ -369,6 +488,8 @@ struct TrainLoop<'a> {
     deadline: Option<Instant>,
     seed: u64,
     samples_at_start: u64,
+    store: Option<&'a Store>,
+    store_input: Option<&'a mut StoreInput>,
 }
 
 /// Adds the games of `pgn` to the run's games (a chunk, like self-play's)
@@ -470,6 +591,8 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         deadline,
         seed,
         samples_at_start,
+        store,
+        mut store_input,
     } = ctx;
     let gating = config.evaluation.gating;
     // The newest checkpoint waiting to be gated, and whether a gate match runs.
@@ -485,6 +608,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         (s.progress.step, s.progress.games)
     };
     let targets = config.training.targets();
+    // A checkpoint of the run so far; with gating, self-play keeps its net.
+    let save = |replay: &ReplayBuffer, games: u64| {
+        let network = (!gating).then_some(network);
+        checkpoint(client, trainer, state, dirs, replay, games, network, store)
+    };
     // The step in flight, and the steps this session has finished (the train
     // state is locked while a step runs, so the loop keeps its own count).
     let mut pending: Option<Receiver<crate::training::state::StepStats>> = None;
@@ -515,6 +643,13 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             for f in finished {
                 tally.add(&f);
                 replay.add(Arc::new(f.record));
+            }
+        }
+        if let Some(input) = store_input.as_deref_mut() {
+            let chunks = input.feed.as_ref().map(ingest::Background::take);
+            let now = std::time::SystemTime::now();
+            for chunk in chunks.into_iter().flatten() {
+                input.add(chunk, replay, Some(now));
             }
         }
 
@@ -556,15 +691,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 );
             }
             if steps_since_checkpoint >= config.training.checkpoint_every {
-                let saved = checkpoint(
-                    client,
-                    trainer,
-                    state,
-                    dirs,
-                    replay,
-                    games_at_start + tally.games,
-                    (!gating).then_some(network),
-                )?;
+                let saved = save(replay, games_at_start + tally.games)?;
                 steps_since_checkpoint = 0;
                 if let Some(evaluations) = evaluations {
                     let every = config.evaluation.ladder_every;
@@ -599,7 +726,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ) {
                     gate_running = false;
                 }
-                handle_report(report, config, client, dirs, metrics, network)?;
+                handle_report(report, config, client, dirs, metrics, network, store)?;
             }
             if !gate_running {
                 if let Some((candidate, step)) = gate_queue.take() {
@@ -661,6 +788,12 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ("replay/total_samples", replay.total_samples_ever() as f64),
             ];
             metrics.scalars(step, &rates);
+            if let Some(input) = store_input.as_deref_mut() {
+                metrics.scalars(step, &input.scalars());
+                if progress.is_hidden() {
+                    tracing::info!(chunks = input.chunks, games = input.games, "store");
+                }
+            }
             metrics.flush();
             let status = Status {
                 games: tally.games,
@@ -691,21 +824,29 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             last_log = Instant::now();
         }
     }
+    if let Some(input) = store_input {
+        // The chunks uploaded until now, so that the session's count is
+        // complete.
+        if let Some(feed) = input.feed.take() {
+            let now = std::time::SystemTime::now();
+            for chunk in feed.finish() {
+                input.add(chunk, replay, Some(now));
+            }
+        }
+        metrics.scalars(start_step + steps_done, &input.scalars());
+        tracing::info!(
+            chunks = input.chunks,
+            games = input.games,
+            "store: games read this session"
+        );
+    }
     if let Some(step) = pending.take() {
         step.recv()
             .map_err(|_| anyhow::anyhow!("training step lost (its thread stopped)"))?;
         steps_since_checkpoint += 1;
     }
     if steps_since_checkpoint > 0 {
-        checkpoint(
-            client,
-            trainer,
-            state,
-            dirs,
-            replay,
-            games_at_start + tally.games,
-            (!gating).then_some(network),
-        )?;
+        save(replay, games_at_start + tally.games)?;
     }
     Ok(())
 }
@@ -719,6 +860,7 @@ fn handle_report(
     dirs: &RunDir,
     metrics: &mut MetricsLog,
     network: &AtomicU32,
+    store: Option<&Store>,
 ) -> Result<()> {
     match report {
         Report::Rated {
@@ -769,6 +911,9 @@ fn handle_report(
             );
             if promoted {
                 promote(client, dirs, candidate, network)?;
+                if let Some(store) = store {
+                    publish(store, dirs, candidate, step);
+                }
             }
         }
         Report::Failed { why, .. } => tracing::warn!("evaluation match failed: {why}"),
@@ -801,9 +946,20 @@ fn promote(
     Ok(())
 }
 
+/// Publishes checkpoint `checkpoint` (of training step `step`) to the
+/// workers. A failure is logged, not fatal: the next checkpoint publishes
+/// a newer net, and training goes on meanwhile.
+fn publish(store: &Store, dirs: &RunDir, checkpoint: u32, step: u64) {
+    if let Err(e) = shared::publish_checkpoint(store, &dirs.checkpoints(), checkpoint, step) {
+        tracing::warn!(checkpoint, "cannot publish the net: {e}");
+    }
+}
+
 /// Saves a checkpoint where training runs and, given the self-play
 /// `network` to replace (no gating), copies it into every replica: each
-/// pauses for one device-to-device copy of the weights, between batches.
+/// pauses for one device-to-device copy of the weights, between batches;
+/// with a `store`, it is published to the workers too.
+#[allow(clippy::too_many_arguments)]
 fn checkpoint(
     client: &InferenceClient,
     trainer: &Trainer<'_>,
@@ -812,17 +968,18 @@ fn checkpoint(
     replay: &ReplayBuffer,
     games: u64,
     network: Option<&AtomicU32>,
+    store: Option<&Store>,
 ) -> Result<u32> {
     let task_state = Arc::clone(state);
     let checkpoints = dirs.checkpoints();
     let samples = replay.total_samples_ever();
-    let saved = trainer.run(move || -> Result<u32> {
+    let (saved, step) = trainer.run(move || -> Result<(u32, u64)> {
         let mut s = task_state.lock().expect("train state");
         s.progress.checkpoint += 1;
         s.progress.samples_seen = samples;
         s.progress.games = games;
         s.save_checkpoint(&checkpoints)?;
-        Ok(s.progress.checkpoint)
+        Ok((s.progress.checkpoint, s.progress.step))
     })??;
     let Some(network) = network else {
         tracing::info!(checkpoint = saved, "checkpoint written");
@@ -842,5 +999,8 @@ fn checkpoint(
         checkpoint = saved,
         "checkpoint written; self-play uses it now"
     );
+    if let Some(store) = store {
+        publish(store, dirs, saved, step);
+    }
     Ok(saved)
 }

@@ -7,6 +7,8 @@
 //! [`Progress::suspend`], or it tears the display.
 
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use indicatif::{FormattedDuration, MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -170,6 +172,21 @@ fn si(x: f64) -> String {
         2
     };
     format!("{scaled:.digits$}{unit}")
+}
+
+/// A flag that the first Ctrl-C sets, after saying on stderr what stopping
+/// does (`doing`); a second Ctrl-C kills the process the usual way.
+pub fn stop_on_ctrl_c(doing: &'static str) -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    // Only one handler per process: a second call keeps the first.
+    let _ = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping: {doing} (Ctrl-C again to kill)");
+    });
+    stop
 }
 
 #[cfg(test)]

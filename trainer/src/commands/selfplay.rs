@@ -1,0 +1,52 @@
+//! `mixzero selfplay --store URL`: a self-play worker of a run shared
+//! through an object store (see `trainer::distributed`).
+
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use trainer::config::Config;
+use trainer::distributed::{self, worker};
+use trainer::training::progress::stop_on_ctrl_c;
+
+#[derive(Args, Debug)]
+pub struct SelfPlayArgs {
+    /// The run's store: s3://bucket/prefix (AWS_* variables), file:///path
+    /// or a directory, as given to `mixzero train --store`.
+    #[arg(long, value_name = "URL")]
+    store: String,
+    /// Config file, used only if the store holds none yet (else it must
+    /// match the store's `config.toml`, which the trainer writes).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// This worker's name in the store (games/<ID>/...); a restart with the
+    /// same name carries on its chunk numbers. Default: the host name and a
+    /// random suffix, new at each start.
+    #[arg(long, value_name = "ID")]
+    worker_id: Option<String>,
+    /// Stop cleanly (last chunk uploaded) after this many minutes.
+    #[arg(long)]
+    minutes: Option<f64>,
+    /// Seed for self-play (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub fn run(args: SelfPlayArgs) -> Result<()> {
+    let store = store::Store::open(&args.store).context("--store")?;
+    let given = args.config.as_deref().map(Config::load).transpose()?;
+    let config = distributed::worker_config(&store, given)?;
+    let seed = super::seed_or_clock(args.seed);
+    let stop = stop_on_ctrl_c("uploading the games played so far");
+    let session = worker::WorkerSession {
+        worker_id: args.worker_id,
+        minutes: args.minutes,
+        seed,
+    };
+    let summary = worker::run(&store, &config, &session, &stop)?;
+    let rate = summary.games as f64 / summary.seconds.max(1e-9);
+    println!(
+        "worker {}: {} games in {} chunks, {} nets, {:.0} s ({rate:.2} games/s)",
+        summary.worker, summary.games, summary.chunks, summary.nets, summary.seconds
+    );
+    Ok(())
+}

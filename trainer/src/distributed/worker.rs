@@ -1,0 +1,445 @@
+//! `mixzero selfplay --store`: a self-play worker of a run shared through a
+//! store. It plays with the newest published net, switching when the
+//! pointer moves, and uploads its games in chunks of
+//! `[distributed] chunk_games`, each create-only under its own prefix
+//! (`games/<worker>/<seq:08>.mzg`), so a killed worker loses at most the
+//! chunk it had not finished, and no upload ever replaces another.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::RecvTimeoutError;
+use models::server::{InferenceClient, InferenceServer};
+use store::layout::{chunk_key, parse_chunk_key, worker_prefix, NetPointer};
+use store::{Store, StoreError};
+
+use super::{key_path, DistributedError, CHUNK_EXT};
+use crate::config::Config;
+use crate::selfplay::data::{encode_games, GameRecord};
+use crate::selfplay::{self, Finished};
+
+/// Keys per listing request when a worker looks for its last chunk.
+const LIST_PAGE: usize = 1000;
+
+/// One worker process's settings.
+#[derive(Clone, Debug)]
+pub struct WorkerSession {
+    /// Its name in the store; `None` for a new one (host name and a random
+    /// suffix), so that a restarted worker never writes an earlier one's keys.
+    pub worker_id: Option<String>,
+    /// Stop cleanly (last partial chunk uploaded) after this long.
+    pub minutes: Option<f64>,
+    pub seed: u64,
+}
+
+/// What a worker did, for its last log line.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerSummary {
+    pub worker: String,
+    pub chunks: u64,
+    pub games: u64,
+    /// Nets played with (the first included).
+    pub nets: u64,
+    pub seconds: f64,
+}
+
+/// A fresh worker name: the host's, sanitised to a key segment, and eight
+/// random hex digits.
+pub fn new_worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' => c,
+            _ => '-',
+        })
+        .collect();
+    let host = if host.is_empty() { "worker" } else { &host };
+    format!("{host}-{:08x}", rand::random::<u32>())
+}
+
+/// The number after the last chunk under `worker`'s prefix (0 if none), so
+/// that a restarted worker with the same name carries on its sequence.
+pub fn next_seq(store: &Store, worker: &str) -> Result<u64, DistributedError> {
+    let prefix = worker_prefix(worker)?;
+    let mut cursor: Option<String> = None;
+    let mut next = 0;
+    loop {
+        let page = store.list_after(&prefix, cursor.as_deref(), LIST_PAGE)?;
+        let full = page.len() == LIST_PAGE;
+        for entry in &page {
+            if let Some((_, seq)) = parse_chunk_key(&entry.key, CHUNK_EXT) {
+                next = next.max(seq + 1);
+            }
+        }
+        match page.into_iter().last() {
+            Some(last) if full => cursor = Some(last.key),
+            _ => return Ok(next),
+        }
+    }
+}
+
+/// Plays and uploads until `stop` is set or `session.minutes` have passed.
+/// A store that cannot be reached at the start is an error at once; later
+/// failures are logged and retried at the next poll, holding on to the
+/// games not yet uploaded.
+pub fn run(
+    store: &Store,
+    config: &Config,
+    session: &WorkerSession,
+    stop: &AtomicBool,
+) -> Result<WorkerSummary, DistributedError> {
+    let started = Instant::now();
+    let deadline = session
+        .minutes
+        .map(|m| started + Duration::from_secs_f64(m * 60.0));
+    let (worker, seq) = match &session.worker_id {
+        Some(id) => (id.clone(), next_seq(store, id)?),
+        None => {
+            let id = new_worker_id();
+            worker_prefix(&id)?;
+            (id, 0)
+        }
+    };
+    let poll = Duration::from_secs_f64(config.distributed.poll_seconds);
+    let mut summary = WorkerSummary {
+        worker: worker.clone(),
+        ..WorkerSummary::default()
+    };
+    let halted = || stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d);
+    tracing::info!(%worker, first_chunk = seq, store = store.url(), "self-play worker");
+
+    // The first net: the pointer's absence is the trainer not having
+    // published yet, so wait; an error on the very first request is a
+    // wrong URL or endpoint, reported at once.
+    let mut first_request = true;
+    let mut waiting_logged = false;
+    let (pointer, weights) = loop {
+        match store.latest_pointer() {
+            Ok(Some(pointer)) => match store.fetch_net(&pointer) {
+                Ok(weights) => break (pointer, weights),
+                Err(e) => tracing::warn!("cannot read the published net yet: {e}"),
+            },
+            Ok(None) if !waiting_logged => {
+                tracing::info!("no net published yet; waiting for the trainer");
+                waiting_logged = true;
+            }
+            Ok(None) => {}
+            Err(e) if first_request => return Err(e.into()),
+            Err(e) => tracing::warn!("polling the net pointer: {e}"),
+        }
+        first_request = false;
+        if sleep_unless(poll, &halted) {
+            summary.seconds = started.elapsed().as_secs_f64();
+            return Ok(summary);
+        }
+    };
+    let device = models::device();
+    let net = models::weights::from_bytes(&weights, &pointer.key, device).map_err(|source| {
+        DistributedError::Weights {
+            what: format!("{}: {}", store.url(), pointer.key),
+            source,
+        }
+    })?;
+    check_arch(&pointer, net.arch(), config)?;
+    tracing::info!(net = %pointer.key, step = pointer.step, ?device, "playing");
+    summary.nets = 1;
+
+    let server = InferenceServer::start(net, config.inference);
+    let client = server.client();
+    let network = AtomicU32::new(record_id(&pointer));
+    let train_step = AtomicU64::new(pointer.step);
+    let workers_stop = AtomicBool::new(false);
+    let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
+    let mut uploader = Uploader {
+        store,
+        worker: &worker,
+        seq,
+        chunk_games: config.distributed.chunk_games,
+        pending: Vec::new(),
+    };
+    let mut current = pointer;
+    let mut loaded_at = Instant::now();
+
+    let result = std::thread::scope(|scope| -> Result<(), DistributedError> {
+        let players = scope.spawn(|| {
+            selfplay::run_workers(
+                &config.selfplay,
+                &config.search,
+                &client,
+                &network,
+                &train_step,
+                &workers_stop,
+                session.seed,
+                games_tx,
+            )
+        });
+        let mut next_poll = Instant::now() + poll;
+        let outcome = loop {
+            if halted() {
+                break Ok(());
+            }
+            match games_rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(finished) => uploader.pending.push(finished.record),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+            uploader
+                .pending
+                .extend(games_rx.try_iter().map(|f| f.record));
+            let net_age = loaded_at.elapsed().as_secs_f64();
+            while uploader.pending.len() >= uploader.chunk_games {
+                match uploader.upload(uploader.chunk_games) {
+                    Ok(games) => {
+                        summary.chunks += 1;
+                        summary.games += games as u64;
+                        tracing::info!(
+                            %worker,
+                            chunk = uploader.seq - 1,
+                            games,
+                            net_step = current.step,
+                            net_age_s = format!("{net_age:.0}"),
+                            "chunk uploaded"
+                        );
+                    }
+                    Err(e) => {
+                        tracing::warn!("upload failed, retrying at the next poll: {e}");
+                        break;
+                    }
+                }
+            }
+            if Instant::now() >= next_poll {
+                next_poll = Instant::now() + poll;
+                match switch_net(store, &client, config, &current) {
+                    Ok(Some(pointer)) => {
+                        network.store(record_id(&pointer), Ordering::SeqCst);
+                        train_step.store(pointer.step, Ordering::SeqCst);
+                        tracing::info!(
+                            net = %pointer.key,
+                            step = pointer.step,
+                            previous_age_s = format!("{:.0}", loaded_at.elapsed().as_secs_f64()),
+                            "switched to a new net"
+                        );
+                        current = pointer;
+                        loaded_at = Instant::now();
+                        summary.nets += 1;
+                    }
+                    Ok(None) => {}
+                    Err(DistributedError::ServerStopped) => {
+                        break Err(DistributedError::ServerStopped)
+                    }
+                    Err(e) => tracing::warn!("keeping the current net: {e}"),
+                }
+            }
+        };
+        workers_stop.store(true, Ordering::SeqCst);
+        server.shutdown();
+        let played = players.join().expect("self-play thread");
+        // Games that finished while stopping are uploaded too.
+        uploader
+            .pending
+            .extend(games_rx.try_iter().map(|f| f.record));
+        outcome?;
+        match played {
+            Ok(()) | Err(engine::EvalError::Disconnected) => Ok(()),
+            Err(e) => Err(DistributedError::SelfPlay(e)),
+        }
+    });
+    // What is left, in one last (possibly short) chunk.
+    while !uploader.pending.is_empty() {
+        let games = uploader.upload(uploader.chunk_games.min(uploader.pending.len()))?;
+        summary.chunks += 1;
+        summary.games += games as u64;
+    }
+    result?;
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// A record's `network` for games of `pointer`'s net: its training step,
+/// the number it was published under.
+fn record_id(pointer: &NetPointer) -> u32 {
+    u32::try_from(pointer.step).unwrap_or(u32::MAX)
+}
+
+fn check_arch(
+    pointer: &NetPointer,
+    found: models::net::Architecture,
+    config: &Config,
+) -> Result<(), DistributedError> {
+    if found == config.arch() {
+        return Ok(());
+    }
+    Err(DistributedError::Architecture {
+        key: pointer.key.clone(),
+        found: Box::new(found),
+        expected: Box::new(config.arch()),
+    })
+}
+
+/// Loads the net the pointer names into every inference replica if it is
+/// not `current`; the replicas swap weights between batches.
+fn switch_net(
+    store: &Store,
+    client: &InferenceClient,
+    config: &Config,
+    current: &NetPointer,
+) -> Result<Option<NetPointer>, DistributedError> {
+    let Some(pointer) = store.latest_pointer()? else {
+        return Ok(None);
+    };
+    if pointer == *current {
+        return Ok(None);
+    }
+    let weights = store.fetch_net(&pointer)?;
+    // Parsed once here, to check it, before any replica sees it.
+    let net = models::weights::from_bytes(&weights, &pointer.key, tch::Device::Cpu).map_err(
+        |source| DistributedError::Weights {
+            what: format!("{}: {}", store.url(), pointer.key),
+            source,
+        },
+    )?;
+    check_arch(&pointer, net.arch(), config)?;
+    drop(net);
+    let weights = Arc::new(weights);
+    let name = pointer.key.clone();
+    let copied = client
+        .run_on_each(move |inference| -> Result<(), String> {
+            let net = models::weights::from_bytes(&weights, &name, inference.device())
+                .map_err(|e| e.to_string())?;
+            inference
+                .var_store_mut()
+                .copy(net.var_store())
+                .map_err(|e| e.to_string())
+        })
+        .map_err(|_| DistributedError::ServerStopped)?;
+    if let Some(Err(why)) = copied.into_iter().find(Result::is_err) {
+        // Only a replica's device can fail here: the bytes parsed above.
+        tracing::error!("a replica could not load {}: {why}", pointer.key);
+        return Err(DistributedError::ServerStopped);
+    }
+    Ok(Some(pointer))
+}
+
+/// A worker's games on their way to the store, and its next chunk number.
+struct Uploader<'a> {
+    store: &'a Store,
+    worker: &'a str,
+    seq: u64,
+    chunk_games: usize,
+    pending: Vec<GameRecord>,
+}
+
+impl Uploader<'_> {
+    /// Uploads the first `n` pending games as the next chunk and returns how
+    /// many. A key someone else wrote (two workers given one `--worker-id`)
+    /// is logged and skipped for the next free number: never overwritten.
+    fn upload(&mut self, n: usize) -> Result<usize, DistributedError> {
+        let key = chunk_key(self.worker, self.seq, CHUNK_EXT)?;
+        let bytes = encode_games(key_path(&key), &self.pending[..n])?;
+        loop {
+            let key = chunk_key(self.worker, self.seq, CHUNK_EXT)?;
+            match self.store.put_new(&key, bytes.clone()) {
+                Ok(()) => {
+                    self.seq += 1;
+                    self.pending.drain(..n);
+                    return Ok(n);
+                }
+                Err(StoreError::AlreadyExists { .. }) => {
+                    let next = next_seq(self.store, self.worker)?.max(self.seq + 1);
+                    tracing::error!(
+                        %key,
+                        next,
+                        "another writer holds this chunk key (is --worker-id used twice?); skipping to the next free number"
+                    );
+                    self.seq = next;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Sleeps `total` in short steps; true if `halted` said to stop.
+fn sleep_unless(total: Duration, halted: &impl Fn() -> bool) -> bool {
+    let end = Instant::now() + total;
+    while let Some(left) = end.checked_duration_since(Instant::now()) {
+        if halted() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+    halted()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn worker_ids_are_key_segments_and_differ() {
+        let (a, b) = (new_worker_id(), new_worker_id());
+        assert!(worker_prefix(&a).is_ok(), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_named_worker_carries_on_its_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+        assert_eq!(next_seq(&store, "w").unwrap(), 0);
+        for seq in [0, 1, 7] {
+            let key = chunk_key("w", seq, CHUNK_EXT).unwrap();
+            store.put_new(&key, &b"x"[..]).unwrap();
+        }
+        store.put_new("games/w/other.txt", &b"x"[..]).unwrap();
+        store.put_new("games/wx/00000099.mzg", &b"x"[..]).unwrap();
+        assert_eq!(next_seq(&store, "w").unwrap(), 8);
+    }
+
+    #[test]
+    fn a_taken_chunk_key_is_skipped_never_overwritten() {
+        use crate::selfplay::data::{decode_games, MoveRecord};
+        use engine::{Outcome, Position, Reason};
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
+        // Another process with the same --worker-id got there first.
+        store
+            .put_new("games/w/00000000.mzg", &b"theirs"[..])
+            .unwrap();
+        let start = Position::start();
+        let game = GameRecord {
+            start,
+            moves: vec![MoveRecord {
+                mv: start.legal_moves()[0],
+                visits: vec![1; start.legal_moves().len()],
+                search_value: 0.0,
+            }],
+            outcome: Outcome::draw(Reason::Adjudication),
+            network: 0,
+        };
+        let mut uploader = Uploader {
+            store: &store,
+            worker: "w",
+            seq: 0,
+            chunk_games: 2,
+            pending: vec![game.clone(); 3],
+        };
+        assert_eq!(uploader.upload(2).unwrap(), 2);
+        assert_eq!(uploader.pending.len(), 1);
+        assert_eq!(uploader.seq, 2);
+        let theirs = store.get("games/w/00000000.mzg").unwrap().unwrap();
+        assert_eq!(&theirs[..], b"theirs");
+        let ours = store.get("games/w/00000001.mzg").unwrap().unwrap();
+        let key = Path::new("games/w/00000001.mzg");
+        assert_eq!(decode_games(key, &ours).unwrap(), vec![game; 2]);
+    }
+}
