@@ -264,6 +264,37 @@ impl InferenceClient {
     }
 }
 
+/// Why [`InferenceClient::load_weights`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("inference server stopped")]
+    Stopped,
+    #[error(transparent)]
+    Weights(#[from] crate::weights::WeightsError),
+    #[error("copying the weights into a replica: {0}")]
+    Copy(#[from] tch::TchError),
+}
+
+impl InferenceClient {
+    /// Loads a weights file's `bytes` (`name` in errors) into every
+    /// replica's net, each on its own device, between two of its batches.
+    pub fn load_weights(
+        &self,
+        bytes: impl AsRef<[u8]> + Send + Sync + 'static,
+        name: &str,
+    ) -> Result<(), LoadError> {
+        let name = name.to_owned();
+        self.run_on_each(move |inference| -> Result<(), LoadError> {
+            let net = crate::weights::from_bytes(bytes.as_ref(), &name, inference.device())?;
+            inference.var_store_mut().copy(net.var_store())?;
+            Ok(())
+        })
+        .map_err(|_| LoadError::Stopped)?
+        .into_iter()
+        .collect()
+    }
+}
+
 fn run_on<R: Send + 'static>(
     replica: &Sender<Control>,
     task: impl FnOnce(&mut Net) -> R + Send + 'static,

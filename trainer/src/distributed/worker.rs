@@ -6,11 +6,10 @@
 //! chunk it had not finished, and no upload ever replaces another.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
-use models::server::{InferenceClient, InferenceServer};
+use models::server::{InferenceClient, InferenceServer, LoadError};
 use store::layout::{chunk_key, parse_chunk_key, worker_prefix, NetPointer};
 use store::{Store, StoreError};
 
@@ -306,24 +305,15 @@ fn switch_net(
     )?;
     check_arch(&pointer, net.arch(), config)?;
     drop(net);
-    let weights = Arc::new(weights);
-    let name = pointer.key.clone();
-    let copied = client
-        .run_on_each(move |inference| -> Result<(), String> {
-            let net = models::weights::from_bytes(&weights, &name, inference.device())
-                .map_err(|e| e.to_string())?;
-            inference
-                .var_store_mut()
-                .copy(net.var_store())
-                .map_err(|e| e.to_string())
-        })
-        .map_err(|_| DistributedError::ServerStopped)?;
-    if let Some(Err(why)) = copied.into_iter().find(Result::is_err) {
-        // Only a replica's device can fail here: the bytes parsed above.
-        tracing::error!("a replica could not load {}: {why}", pointer.key);
-        return Err(DistributedError::ServerStopped);
+    match client.load_weights(weights, &pointer.key) {
+        Ok(()) => Ok(Some(pointer)),
+        Err(LoadError::Stopped) => Err(DistributedError::ServerStopped),
+        Err(why) => {
+            // Only a replica's device can fail here: the bytes parsed above.
+            tracing::error!("a replica could not load {}: {why}", pointer.key);
+            Err(DistributedError::ServerStopped)
+        }
     }
-    Ok(Some(pointer))
 }
 
 /// A worker's games on their way to the store, and its next chunk number.

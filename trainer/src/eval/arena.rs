@@ -551,8 +551,8 @@ pub fn play_match(
         bail!("a match needs a concurrency of at least 1");
     }
     let concurrency = spec.concurrency.min(spec.games);
-    let names = spec.entrants.clone().map(|e| e.name);
-    let specs = spec.entrants.clone().map(|e| e.player);
+    let names = spec.entrants.each_ref().map(|e| e.name.clone());
+    let specs = spec.entrants.each_ref().map(|e| e.player.clone());
 
     // One server per distinct network, shared by every game of the match.
     let key = |weights: &PathBuf| std::fs::canonicalize(weights).unwrap_or(weights.clone());

@@ -929,18 +929,8 @@ fn promote(
     network: &AtomicU32,
 ) -> Result<()> {
     let path = dirs.checkpoints().weights(candidate);
-    let bytes =
-        Arc::new(std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?);
-    let name = path.display().to_string();
-    client
-        .run_on_each(move |inference| -> Result<()> {
-            let net = models::weights::from_bytes(&bytes, &name, inference.device())?;
-            inference.var_store_mut().copy(net.var_store())?;
-            Ok(())
-        })
-        .context("inference server stopped")?
-        .into_iter()
-        .collect::<Result<()>>()?;
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    client.load_weights(bytes, &path.display().to_string())?;
     dirs.checkpoints().set_best(candidate)?;
     network.store(candidate, Ordering::SeqCst);
     Ok(())
