@@ -4,7 +4,8 @@
 //! thread fills a batch for the evaluator. Terminal positions get exact values
 //! from the rules (checkmate and `king-quota` lose; stalemate, threefold
 //! repetition, the fifty-move rule and bare kings draw). After a move the
-//! chosen subtree is kept.
+//! chosen subtree is kept. The root chooses its moves by PUCT or by Gumbel
+//! sequential halving ([`RootSearch`]); every other node by PUCT.
 
 use rand::Rng;
 use rand_distr::{Distribution, Gamma};
@@ -14,6 +15,44 @@ use crate::error::{check, non_negative, positive, within, InvalidKey};
 use crate::eval::{EvalError, EvalRequest, Evaluator, Wdl};
 use crate::game::Game;
 use crate::position::{Move, Position};
+
+/// How the root of a search chooses the moves it visits, the move it plays
+/// and the policy target it gives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RootSearch {
+    /// PUCT as at every node; the most visited move; visits as the target
+    /// (Dirichlet noise and forced playouts in self-play).
+    #[default]
+    Puct,
+    /// Gumbel-top-k sampling of `gumbel_considered` moves and sequential
+    /// halving over the playouts (Danihelka et al., ICLR 2022); the
+    /// survivor with the best `g + logit + sigma(q)`; the completed-Q
+    /// improved policy as the target. Made for a few playouts against many
+    /// legal moves: it improves the policy where visit counts cannot.
+    Gumbel,
+}
+
+impl std::str::FromStr for RootSearch {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<RootSearch, String> {
+        match text {
+            "puct" => Ok(RootSearch::Puct),
+            "gumbel" => Ok(RootSearch::Gumbel),
+            _ => Err(format!("`{text}` is not puct or gumbel")),
+        }
+    }
+}
+
+impl std::fmt::Display for RootSearch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RootSearch::Puct => "puct",
+            RootSearch::Gumbel => "gumbel",
+        })
+    }
+}
 
 /// Search settings. [`SearchConfig::default`] is the play-time setting (no
 /// root noise); self-play's come from the `[search]` section of a run's
@@ -50,6 +89,15 @@ pub struct SearchConfig {
     /// few playouts then miss both free pieces and the replies that punish
     /// a hung one.
     pub capture_prior: f32,
+    /// How the root searches.
+    pub root: RootSearch,
+    /// Gumbel root: moves sampled for sequential halving (at most the legal ones)...
+    pub gumbel_considered: usize,
+    /// ...and the scale of the values against the logits:
+    /// `sigma(q) = (gumbel_c_visit + max visits) * gumbel_c_scale * q`, with
+    /// q rescaled to [0, 1] over the root's moves.
+    pub gumbel_c_visit: f32,
+    pub gumbel_c_scale: f32,
 }
 
 impl Default for SearchConfig {
@@ -66,6 +114,10 @@ impl Default for SearchConfig {
             history: 8,
             win_check: true,
             capture_prior: 0.2,
+            root: RootSearch::Puct,
+            gumbel_considered: 16,
+            gumbel_c_visit: 50.0,
+            gumbel_c_scale: 0.1,
         }
     }
 }
@@ -87,6 +139,9 @@ impl SearchConfig {
         positive("dirichlet_alpha_total", self.dirichlet_alpha_total)?;
         within("dirichlet_epsilon", self.dirichlet_epsilon, 0.0, 1.0)?;
         within("history", self.history, 1, 64)?;
+        within("gumbel_considered", self.gumbel_considered, 1, 1024)?;
+        non_negative("gumbel_c_visit", self.gumbel_c_visit)?;
+        non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
         check(
             (0.0..1.0).contains(&self.capture_prior),
             "capture_prior",
@@ -116,6 +171,9 @@ struct Node {
     /// The evaluator's prior (after the win check), kept so that a root can
     /// drop the shaping: see [`Search::set_root_capture_prior`].
     net_prior: f32,
+    /// The evaluator's value of this node for its side to move, once
+    /// expanded (Gumbel's completed q starts from the root's).
+    net_value: f32,
     visits: u32,
     in_flight: u32,
     /// Sum of values from the view of the side that made `mv`.
@@ -132,6 +190,7 @@ impl Node {
             mv,
             prior,
             net_prior: prior,
+            net_value: 0.0,
             visits: 0,
             in_flight: 0,
             value_sum: 0.0,
@@ -178,6 +237,23 @@ pub struct Search {
     forced_playouts: bool,
     /// Whether `capture_prior` shapes the root's priors.
     root_capture_prior: bool,
+    /// Gumbel root: a Gumbel draw per root child, from
+    /// [`Search::add_root_noise`] (none: zeros)...
+    gumbel_noise: Vec<f32>,
+    /// ...the playouts asked for by [`Search::plan`] and the root's visits then...
+    planned: Option<(u32, u32)>,
+    /// ...and the halving under way, set up at the first root choice.
+    halving: Option<Halving>,
+}
+
+/// A Gumbel root's sequential halving over one search.
+struct Halving {
+    /// Moves considered (at most the root's children).
+    considered: usize,
+    /// Simulations planned: they set each round's visits.
+    planned: u32,
+    /// Each root child's visits when the halving began: it counts new ones.
+    base: Vec<u32>,
 }
 
 const ROOT: NodeId = 0;
@@ -210,7 +286,19 @@ impl Search {
             evaluations: 0,
             forced_playouts: false,
             root_capture_prior: true,
+            gumbel_noise: Vec::new(),
+            planned: None,
+            halving: None,
         }
+    }
+
+    /// Tells a Gumbel root that the search will make `playouts` more
+    /// playouts, over which it plans its rounds of halving (a search not
+    /// told plans a few rounds and then keeps refining the last two
+    /// moves). PUCT needs no plan.
+    pub fn plan(&mut self, playouts: u32) {
+        self.planned = Some((playouts, self.root_visits()));
+        self.halving = None;
     }
 
     /// With `on` (the default) `capture_prior` shapes the root's priors as
@@ -267,8 +355,9 @@ impl Search {
         Ok(())
     }
 
-    /// Adds `playouts` visits to the root.
+    /// Adds `playouts` visits to the root (planned: see [`Search::plan`]).
     pub fn run(&mut self, evaluator: &dyn Evaluator, playouts: u32) -> Result<(), EvalError> {
+        self.plan(playouts);
         let target = self.root_visits().saturating_add(playouts);
         self.run_until(evaluator, target)
     }
@@ -296,6 +385,7 @@ impl Search {
                         .map(|i| if i == win { 1.0 } else { 0.0 })
                         .collect();
                     self.expand(node, &moves, &priors);
+                    self.nodes[node as usize].net_value = 1.0;
                     self.backup(&path, 1.0, 0.0);
                     if pending.is_empty() {
                         return Ok(());
@@ -339,9 +429,91 @@ impl Search {
             self.expand(node, &leaf.moves, &evaluation.policy);
             self.shape_priors(node, pos);
             let wdl = evaluation.wdl;
+            self.nodes[node as usize].net_value = wdl.value();
             self.backup(&leaf.path, wdl.value(), wdl.draw);
         }
         Ok(())
+    }
+
+    /// A Gumbel root's halving, starting now: over the playouts planned
+    /// and not yet made, or a default plan.
+    fn start_halving(&self) -> Halving {
+        let root = &self.nodes[ROOT as usize];
+        let children = &self.nodes[root.children()];
+        let considered = self.config.gumbel_considered.min(children.len()).max(1);
+        let planned = match self.planned {
+            Some((playouts, from)) => playouts.saturating_sub(root.visits - from).max(1),
+            None => gumbel::default_plan(considered),
+        };
+        Halving {
+            considered,
+            planned,
+            base: children.iter().map(|c| c.visits).collect(),
+        }
+    }
+
+    /// Each root child's `logit + sigma(completed q)`: the improved policy's
+    /// logits, and with the Gumbel draw the score halving ranks by.
+    fn improved_logits(&self) -> Vec<f32> {
+        let root = &self.nodes[ROOT as usize];
+        let children = &self.nodes[root.children()];
+        let views: Vec<gumbel::ChildView> = children
+            .iter()
+            .map(|c| gumbel::ChildView {
+                prior: c.prior,
+                visits: c.visits,
+                q: match c.visits {
+                    0 => 0.0,
+                    n => (c.value_sum / n as f64) as f32,
+                },
+            })
+            .collect();
+        let values = gumbel::root_values(
+            &views,
+            root.net_value,
+            self.config.gumbel_c_visit,
+            self.config.gumbel_c_scale,
+        );
+        children
+            .iter()
+            .zip(values.sigma)
+            .map(|(c, sigma)| gumbel::logit(c.prior) + sigma)
+            .collect()
+    }
+
+    /// The Gumbel draw of root child `i` (0 without noise).
+    fn noise(&self, i: usize) -> f32 {
+        self.gumbel_noise.get(i).copied().unwrap_or(0.0)
+    }
+
+    /// The root child the next simulation of `halving` visits: of those
+    /// with exactly the new visits (in flight included) the schedule asks
+    /// for, the best score. The first round's are the Gumbel-top-k.
+    fn halving_choice(&self, halving: &Halving) -> usize {
+        let root = &self.nodes[ROOT as usize];
+        let children = &self.nodes[root.children()];
+        let new: Vec<u32> = children
+            .iter()
+            .zip(&halving.base)
+            .map(|(c, &base)| (c.visits + c.in_flight).saturating_sub(base))
+            .collect();
+        let k = new.iter().sum();
+        let wanted = gumbel::considered_visit(halving.considered, halving.planned, k);
+        let logits = self.improved_logits();
+        let score = |i: usize| self.noise(i) + logits[i];
+        // Ties go to the earlier move, as in the ranking.
+        let best = |candidates: &mut dyn Iterator<Item = usize>| {
+            candidates.fold(None, |best: Option<usize>, i| match best {
+                Some(b) if score(b) >= score(i) => Some(b),
+                _ => Some(i),
+            })
+        };
+        best(&mut (0..children.len()).filter(|&i| new[i] == wanted)).unwrap_or_else(|| {
+            // Not reached while every root choice follows the schedule; kept
+            // total so that a search never stalls.
+            let fewest = new.iter().copied().min().unwrap_or(0);
+            best(&mut (0..children.len()).filter(|&i| new[i] == fewest)).unwrap_or(0)
+        })
     }
 
     /// Puts leaves whose evaluation failed back as they were.
@@ -369,6 +541,11 @@ impl Search {
     /// count, if any is.
     fn best_child(&self, id: NodeId) -> NodeId {
         let parent = &self.nodes[id as usize];
+        if id == ROOT {
+            if let Some(halving) = &self.halving {
+                return parent.first_child + self.halving_choice(halving) as NodeId;
+            }
+        }
         if id == ROOT && self.forced_playouts {
             let total = (parent.visits + parent.in_flight) as f32;
             let short = self.nodes[parent.children()]
@@ -423,6 +600,12 @@ impl Search {
         let mut line: Vec<Position> = Vec::new();
         let mut keys: Vec<u64> = Vec::new();
         self.nodes[ROOT as usize].in_flight += 1;
+        if self.config.root == RootSearch::Gumbel
+            && self.halving.is_none()
+            && self.nodes[ROOT as usize].state == NodeState::Expanded
+        {
+            self.halving = Some(self.start_halving());
+        }
         loop {
             let node = &self.nodes[id as usize];
             match node.state {
@@ -562,12 +745,25 @@ impl Search {
         }
     }
 
-    /// Mixes Dirichlet noise into the root priors (expanding the root first).
+    /// Mixes Dirichlet noise into the root priors (expanding the root
+    /// first); a Gumbel root instead draws a Gumbel variable per move, which
+    /// makes its choice of moves and of the move played a sample.
     pub fn add_root_noise(
         &mut self,
         evaluator: &dyn Evaluator,
         rng: &mut impl Rng,
     ) -> Result<(), EvalError> {
+        if self.config.root == RootSearch::Gumbel {
+            if self.nodes[ROOT as usize].state == NodeState::Unexpanded {
+                self.run_until(evaluator, 1)?;
+            }
+            let moves = self.nodes[ROOT as usize].child_count;
+            self.gumbel_noise = (0..moves)
+                .map(|_| gumbel::gumbel(rng.random::<f64>()))
+                .collect();
+            self.halving = None;
+            return Ok(());
+        }
         if self.config.dirichlet_epsilon <= 0.0 {
             return Ok(());
         }
@@ -621,28 +817,48 @@ impl Search {
     }
 
     /// The root moves best first, in the order [`Search::best_move`] ranks
-    /// them: visits, then value, then prior.
+    /// them: visits, then value, then prior; after a Gumbel root's halving,
+    /// the visits it gave, then its score `g + logit + sigma(q)` (so the
+    /// survivor with the best score first).
     pub fn ranked_root_children(&self) -> Vec<ChildStats> {
-        let mut children = self.root_children();
-        children.sort_by(|a, b| {
-            b.visits
-                .cmp(&a.visits)
-                .then(b.q.total_cmp(&a.q))
-                .then(b.prior.total_cmp(&a.prior))
-        });
-        children
+        let children = self.root_children();
+        let mut order: Vec<usize> = (0..children.len()).collect();
+        match &self.halving {
+            Some(halving) => {
+                let logits = self.improved_logits();
+                let new = |i: usize| children[i].visits.saturating_sub(halving.base[i]);
+                let score = |i: usize| self.noise(i) + logits[i];
+                order.sort_by(|&a, &b| new(b).cmp(&new(a)).then(score(b).total_cmp(&score(a))));
+            }
+            None => order.sort_by(|&a, &b| {
+                let (a, b) = (&children[a], &children[b]);
+                b.visits
+                    .cmp(&a.visits)
+                    .then(b.q.total_cmp(&a.q))
+                    .then(b.prior.total_cmp(&a.prior))
+            }),
+        }
+        order.into_iter().map(|i| children[i]).collect()
     }
 
-    /// The root visits of each move in generation order, as a policy target.
-    /// With forced playouts, pruned as KataGo prunes: from each move but the
-    /// most visited, as many visits (at most its forced count) as leave its
-    /// PUCT score below the best move's, and a move left with one visit
-    /// counts none.
+    /// The policy target of each root move in generation order, as integer
+    /// weights: PUCT's visits, with forced playouts pruned as KataGo prunes
+    /// (from each move but the most visited, as many visits, at most its
+    /// forced count, as leave its PUCT score below the best move's, and a
+    /// move left with one visit counts none); a Gumbel root's improved
+    /// policy `softmax(logit + sigma(completed q))` in units of
+    /// 1/[`GUMBEL_TARGET_SCALE`].
     pub fn policy_target(&self) -> Vec<u32> {
         self.target_visits(&self.root_children())
     }
 
     fn target_visits(&self, children: &[ChildStats]) -> Vec<u32> {
+        if self.config.root == RootSearch::Gumbel {
+            return gumbel::softmax(&self.improved_logits())
+                .iter()
+                .map(|p| (p * GUMBEL_TARGET_SCALE).round() as u32)
+                .collect();
+        }
         let visits: Vec<u32> = children.iter().map(|c| c.visits).collect();
         let Some(best) = (0..children.len()).max_by_key(|&i| visits[i]) else {
             return visits;
@@ -724,10 +940,17 @@ impl Search {
         }
     }
 
-    /// The principal variation: most visited children from the root.
+    /// The principal variation: the best move, then the most visited children.
     pub fn pv(&self) -> Vec<Move> {
-        let mut pv = Vec::new();
-        let mut id = ROOT as usize;
+        let root = &self.nodes[ROOT as usize];
+        let Some(best) = self.best_move() else {
+            return Vec::new();
+        };
+        let mut id = match root.children().find(|&c| self.nodes[c].mv == Some(best)) {
+            Some(c) if self.nodes[c].visits > 0 => c,
+            _ => return Vec::new(),
+        };
+        let mut pv = vec![best];
         loop {
             let node = &self.nodes[id];
             let best = node
@@ -773,6 +996,9 @@ impl Search {
             _ => nodes.push(Node::new(None, 1.0)),
         }
         self.nodes = nodes;
+        self.gumbel_noise.clear();
+        self.planned = None;
+        self.halving = None;
         if pos.halfmove_clock() == 0 {
             self.keys.clear();
         }
@@ -784,6 +1010,11 @@ impl Search {
         }
     }
 }
+
+/// A Gumbel root's policy target is its improved policy times this, rounded:
+/// integer weights like visit counts, fine enough that a move with a
+/// ten-thousandth of the weight keeps it.
+pub const GUMBEL_TARGET_SCALE: f32 = 10_000.0;
 
 /// KataGo's forced playouts of a root move with prior `prior` after `total`
 /// root visits: sqrt(k prior total), k = 2.
@@ -803,5 +1034,6 @@ enum Selection {
     Collision(Vec<NodeId>),
 }
 
+mod gumbel;
 #[cfg(test)]
 mod tests;

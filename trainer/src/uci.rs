@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
-use engine::mcts::{Search, SearchConfig};
+use engine::mcts::{RootSearch, Search, SearchConfig};
 use engine::players::mcts::MctsPlayer;
 use engine::uci::{
     OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
@@ -31,6 +31,10 @@ pub struct NetSettings {
     /// Most playouts per move (0 = only the time and `go` limits).
     pub playouts: u64,
     pub c_puct: f32,
+    /// `[search] capture_prior` (0 = the network's priors alone).
+    pub capture_prior: f32,
+    /// PUCT or Gumbel at the root.
+    pub root: RootSearch,
 }
 
 /// A loaded network with its inference server and search.
@@ -78,6 +82,8 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         history,
         leaves_in_flight: batch,
         c_puct: settings.c_puct,
+        capture_prior: settings.capture_prior,
+        root: settings.root,
         ..SearchConfig::default()
     };
     let player = MctsPlayer::new(std::sync::Arc::new(server.client()), 1, config);
@@ -151,6 +157,19 @@ impl UciSearcher for NetSearcher {
                     default: s.c_puct.to_string(),
                 },
             },
+            UciOption {
+                name: "CapturePrior".to_string(),
+                kind: OptionKind::String {
+                    default: s.capture_prior.to_string(),
+                },
+            },
+            UciOption {
+                name: "RootSearch".to_string(),
+                kind: OptionKind::Combo {
+                    default: s.root.to_string(),
+                    choices: vec![RootSearch::Puct.to_string(), RootSearch::Gumbel.to_string()],
+                },
+            },
         ]
     }
 
@@ -173,6 +192,15 @@ impl UciSearcher for NetSearcher {
                     .filter(|c| c.is_finite() && *c > 0.0)
                     .ok_or_else(|| format!("CPuct `{text}` is not a positive number"))?;
             }
+            ("CapturePrior", OptionValue::String(text)) => {
+                settings.capture_prior = text
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|c| (0.0..1.0).contains(c))
+                    .ok_or_else(|| format!("CapturePrior `{text}` is not a number in [0, 1)"))?;
+            }
+            ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),
         }
         self.reload(settings)
@@ -210,32 +238,38 @@ impl UciSearcher for NetSearcher {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // A clock may stop the search before the cap: a Gumbel root then
+        // plays the best of the moves it got furthest with.
+        let planned = cap.map(|cap| cap.min(u32::MAX as u64) as u32);
         let mut first_visits = None;
         let mut last_report = started;
-        let mv = self.loaded.player.search_among(game, allowed, |search| {
-            let visits = search.root_visits() as u64;
-            let done = visits - *first_visits.get_or_insert(visits);
-            if last_report.elapsed() >= INFO_EVERY {
-                report(&info(search, started, done));
-                last_report = Instant::now();
-            }
-            if control.should_stop() {
-                return 0;
-            }
-            if control.is_infinite() {
-                return usize::MAX;
-            }
-            let finished = choices <= 1
-                || control.soft_deadline_passed()
-                || cap.is_some_and(|cap| done >= cap)
-                || limits
-                    .depth
-                    .is_some_and(|depth| deep_enough(game, &search.pv(), depth));
-            if finished {
-                return 0;
-            }
-            cap.map_or(usize::MAX, |cap| (cap - done) as usize)
-        });
+        let mv = self
+            .loaded
+            .player
+            .search_among(game, allowed, planned, |search| {
+                let visits = search.root_visits() as u64;
+                let done = visits - *first_visits.get_or_insert(visits);
+                if last_report.elapsed() >= INFO_EVERY {
+                    report(&info(search, started, done));
+                    last_report = Instant::now();
+                }
+                if control.should_stop() {
+                    return 0;
+                }
+                if control.is_infinite() {
+                    return usize::MAX;
+                }
+                let finished = choices <= 1
+                    || control.soft_deadline_passed()
+                    || cap.is_some_and(|cap| done >= cap)
+                    || limits
+                        .depth
+                        .is_some_and(|depth| deep_enough(game, &search.pv(), depth));
+                if finished {
+                    return 0;
+                }
+                cap.map_or(usize::MAX, |cap| (cap - done) as usize)
+            });
         if let Some(search) = self.loaded.player.last_search() {
             let done = search.root_visits() as u64 - first_visits.unwrap_or(0);
             report(&info(search, started, done));

@@ -67,6 +67,7 @@ fn scripted_session() {
         "option name Threads type spin default 1 min 0 max 256".to_string(),
         "option name BatchSize type spin default 8 min 1 max 1024".to_string(),
         "option name Playouts type spin default 0 min 0 max 1000000000".to_string(),
+        "option name RootSearch type combo default puct var puct var gumbel".to_string(),
     ] {
         assert!(hello.contains(&option), "{option}: {hello:?}");
     }
@@ -128,8 +129,11 @@ fn scripted_session() {
         "setoption name Weights value {}",
         missing.display()
     ));
+    gui.send("setoption name CapturePrior value 1");
+    gui.send("setoption name RootSearch value alphazero");
     let refused = gui.sync();
-    assert_eq!(errors(&refused).len(), 5, "{refused:?}");
+    assert_eq!(errors(&refused).len(), 7, "{refused:?}");
+    assert!(refused[5].contains("CapturePrior `1`"), "{refused:?}");
     assert!(refused[0].contains("unknown option `Hash`"), "{refused:?}");
     assert!(
         refused[1].contains("option `CPuct`: CPuct `abc` is not a positive number"),
@@ -157,6 +161,18 @@ fn scripted_session() {
     // `Playouts` caps a search that names no limit of its own.
     let (_, best) = gui.go("go");
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
+    // The network and search alone, with a Gumbel root.
+    gui.send("setoption name CapturePrior value 0");
+    gui.send("setoption name RootSearch value gumbel");
+    assert!(gui.sync().is_empty(), "{}", gui.transcript());
+    let (_, best) = gui.go("go");
+    assert_legal_answer(&best, &pos, &[], &gui.transcript());
+    assert_legal_answers(
+        &mut gui,
+        &pos,
+        &allowed,
+        &["go nodes 30 searchmoves a2a3 k2k4"],
+    );
 
     // Black is mated: nothing to search.
     assert_game_over_answer(

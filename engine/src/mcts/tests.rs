@@ -129,8 +129,16 @@ fn finds_mate_in_two_and_avoids_stalemate() {
 
 /// Rk1 allows ...Rxk1#; the search must see it.
 fn assert_avoids_a_move_into_mate(evaluator: &dyn Evaluator, playouts: u32) {
+    assert_avoids_a_move_into_mate_with(SearchConfig::default(), evaluator, playouts)
+}
+
+fn assert_avoids_a_move_into_mate_with(
+    config: SearchConfig,
+    evaluator: &dyn Evaluator,
+    playouts: u32,
+) {
     let fen = "9k/9r/10/10/10/10/10/10/PP8/K1R7 w - - 0 17";
-    let s = search(fen, evaluator, playouts);
+    let s = search_with(config, fen, evaluator, playouts);
     let best = s.best_move().unwrap();
     let after = s.root_position().after(best);
     let mated = after.legal_moves().into_iter().any(|m| {
@@ -481,4 +489,123 @@ fn a_root_without_the_capture_prior_keeps_the_evaluators_priors() {
     }
     let total: f32 = restored.iter().sum();
     assert!((total - 1.0).abs() < 1e-4, "{total}");
+}
+
+fn gumbel_root() -> SearchConfig {
+    SearchConfig {
+        root: RootSearch::Gumbel,
+        ..priors_only()
+    }
+}
+
+/// Visits of each root move in generation order.
+fn new_visits(before: &[u32], s: &Search) -> Vec<u32> {
+    visits(s).iter().zip(before).map(|(a, b)| a - b).collect()
+}
+
+#[test]
+fn gumbel_halving_visits_the_top_priors_on_the_schedule() {
+    // Ranked priors, every value a draw, no noise: Gumbel-top-k is the top
+    // k priors, and each round keeps the better half of them.
+    for leaves in [1, 8] {
+        let config = SearchConfig {
+            leaves_in_flight: leaves,
+            ..gumbel_root()
+        };
+        let mut s = from_the_start(config);
+        s.run(&Ranked, 1).unwrap();
+        let before = visits(&s);
+        s.run(&Ranked, 48).unwrap();
+        let got = new_visits(&before, &s);
+        // 16 moves once, the best 8 once more, the best 4 three times more,
+        // the best 2 six times more: 48 in all (mctx's schedule).
+        let mut want = vec![0; got.len()];
+        for (i, w) in want.iter_mut().enumerate().take(16) {
+            *w = match i {
+                0..2 => 11,
+                2..4 => 5,
+                4..8 => 2,
+                _ => 1,
+            };
+        }
+        assert_eq!(got, want, "leaves in flight {leaves}");
+        assert_eq!(s.best_move(), Some(s.root_children()[0].mv));
+    }
+}
+
+#[test]
+fn gumbel_finds_what_the_priors_hide_with_few_playouts() {
+    // The capture has a hundredth of a quiet move's prior, so PUCT's few
+    // visits follow the priors. Considering every move, halving visits it
+    // once and keeps it on its value.
+    let every_move = SearchConfig {
+        gumbel_considered: 64,
+        ..gumbel_root()
+    };
+    let s = search_with(every_move, FREE_ROOK, &CaptureShy, 64);
+    let capture = mv(s.root_position(), "d3d7");
+    assert_eq!(s.best_move(), Some(capture));
+    assert_eq!(s.pv()[0], capture);
+    assert_eq!(s.ranked_root_children()[0].mv, capture);
+    // The improved policy puts the most weight on it, and sums to the scale.
+    let target = s.policy_target();
+    let children = s.root_children();
+    let best = (0..target.len()).max_by_key(|&i| target[i]).unwrap();
+    assert_eq!(children[best].mv, capture);
+    let total: u32 = target.iter().sum();
+    assert!(total.abs_diff(GUMBEL_TARGET_SCALE as u32) <= target.len() as u32);
+
+    let mate = search_with(gumbel_root(), MATE_IN_ONE, &Ranked, 16);
+    assert_eq!(mate.best_move(), Some(mv(mate.root_position(), "k1k10")));
+    assert_avoids_a_move_into_mate_with(gumbel_root(), &Material, 64);
+}
+
+#[test]
+fn gumbel_noise_makes_the_choice_a_sample() {
+    // Uniform priors and equal values: without noise the first move of the
+    // list; with noise, moves drawn all over the list.
+    let quiet = search_with(
+        gumbel_root(),
+        crate::position::START_FEN,
+        &UniformEvaluator,
+        32,
+    );
+    assert_eq!(quiet.best_move(), Some(quiet.root_children()[0].mv));
+    let mut chosen = std::collections::HashSet::new();
+    for seed in 0..20 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut s = from_the_start(gumbel_root());
+        s.add_root_noise(&UniformEvaluator, &mut rng).unwrap();
+        s.run(&UniformEvaluator, 32).unwrap();
+        chosen.insert(s.best_move().unwrap());
+        // The target stays the improved policy: noise does not enter it.
+        let target = s.policy_target();
+        assert!(target.iter().all(|&w| w == target[0]), "{target:?}");
+    }
+    assert!(chosen.len() >= 10, "{} moves in 20 draws", chosen.len());
+}
+
+#[test]
+fn gumbel_counts_only_the_visits_of_this_search_after_a_move() {
+    let mut s = from_the_start(gumbel_root());
+    s.run(&Ranked, 200).unwrap();
+    let reply = s.best_move().unwrap();
+    s.advance(reply);
+    let before = visits(&s);
+    assert!(
+        before.iter().sum::<u32>() > 0,
+        "the kept subtree has visits"
+    );
+    s.run(&Ranked, 48).unwrap();
+    let mut got = new_visits(&before, &s);
+    got.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(
+        &got[..16],
+        &[11, 11, 5, 5, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1]
+    );
+    // A search past its plan keeps refining the last two moves.
+    let before = visits(&s);
+    s.run(&Ranked, 6).unwrap();
+    let more = new_visits(&before, &s);
+    assert_eq!(more.iter().sum::<u32>(), 6);
 }

@@ -59,17 +59,22 @@ impl MctsPlayer {
 
     /// Searches the current position of `game` (which is not over) while
     /// `budget`, asked before every batch of leaves, allows more playouts
-    /// (0 ends the search), and returns the most visited move that `allowed`
-    /// accepts, or the first such legal move. The tree is kept for the next
-    /// call; if the evaluator fails, the search ends there and the failure
-    /// is counted.
+    /// (0 ends the search), and returns the best move ([`Search::best_move`])
+    /// that `allowed` accepts, or the first such legal move. `planned` is
+    /// the playouts the budget will allow, when known ([`Search::plan`]).
+    /// The tree is kept for the next call; if the evaluator fails, the
+    /// search ends there and the failure is counted.
     pub fn search_among(
         &mut self,
         game: &Game,
         allowed: impl Fn(Move) -> bool,
+        planned: Option<u32>,
         mut budget: impl FnMut(&Search) -> usize,
     ) -> Move {
         let mut kept = self.search_for(game);
+        if let Some(playouts) = planned {
+            kept.search.plan(playouts);
+        }
         loop {
             let playouts = budget(&kept.search);
             if playouts == 0 {
@@ -95,8 +100,13 @@ impl MctsPlayer {
     }
 
     /// [`MctsPlayer::search_among`] over every legal move.
-    pub fn search_until(&mut self, game: &Game, budget: impl FnMut(&Search) -> usize) -> Move {
-        self.search_among(game, |_| true, budget)
+    pub fn search_until(
+        &mut self,
+        game: &Game,
+        planned: Option<u32>,
+        budget: impl FnMut(&Search) -> usize,
+    ) -> Move {
+        self.search_among(game, |_| true, planned, budget)
     }
 
     /// Drops the kept tree: the next search starts afresh.
@@ -139,7 +149,7 @@ impl Player for MctsPlayer {
     fn choose(&mut self, game: &Game) -> Move {
         let playouts = self.playouts;
         let mut target = None;
-        self.search_until(game, |search| {
+        self.search_until(game, Some(playouts), |search| {
             let target = *target.get_or_insert(search.root_visits().saturating_add(playouts));
             target.saturating_sub(search.root_visits()) as usize
         })

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engine::mcts::SearchConfig;
+use engine::mcts::{RootSearch, SearchConfig};
 use engine::uci::run_uci;
 use trainer::uci::{NetSearcher, NetSettings};
 
@@ -25,9 +25,20 @@ pub struct UciArgs {
     /// PUCT exploration constant.
     #[arg(long, default_value_t = SearchConfig::default().c_puct)]
     c_puct: f32,
+    /// Share of each node's prior moved onto its captures (0 = the network's priors alone).
+    #[arg(long, default_value_t = SearchConfig::default().capture_prior)]
+    capture_prior: f32,
+    /// How the root searches: puct, or gumbel (sequential halving over the playouts).
+    #[arg(long, default_value_t = SearchConfig::default().root)]
+    root: RootSearch,
 }
 
 pub fn run(args: UciArgs) -> Result<()> {
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.capture_prior),
+        "--capture-prior {} is not a number in [0, 1)",
+        args.capture_prior
+    );
     tracing::info!(device = ?models::device(), "uci");
     let searcher = NetSearcher::new(NetSettings {
         weights: args.weights,
@@ -35,6 +46,8 @@ pub fn run(args: UciArgs) -> Result<()> {
         batch: args.batch,
         playouts: args.playouts,
         c_puct: args.c_puct,
+        capture_prior: args.capture_prior,
+        root: args.root,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }

@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use engine::mcts::SearchConfig;
+use engine::mcts::{RootSearch, SearchConfig};
 use engine::players::mcts::MctsPlayer;
 use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
 use engine::{Color, Game, Move, Position};
@@ -145,7 +145,8 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
 /// The search settings a network spec's options may set, each a field of
 /// [`SearchConfig`] (`leaves` is `leaves_in_flight`).
 const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
-                           virtual_loss, win_check, capture_prior";
+                           virtual_loss, win_check, capture_prior, root (puct or gumbel), \
+                           gumbel_considered, gumbel_c_visit, gumbel_c_scale";
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
@@ -181,6 +182,14 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "leaves" => search.leaves_in_flight = whole()? as usize,
             "virtual_loss" => search.virtual_loss = real(0.0..100.0)?,
             "capture_prior" => search.capture_prior = real(0.0..1.0)?,
+            "root" => {
+                search.root = value
+                    .parse()
+                    .map_err(|e: String| anyhow::anyhow!("root {e}"))?
+            }
+            "gumbel_considered" => search.gumbel_considered = whole()?.min(1024) as usize,
+            "gumbel_c_visit" => search.gumbel_c_visit = real(0.0..1e6)?,
+            "gumbel_c_scale" => search.gumbel_c_scale = real(0.0..1e3)?,
             "win_check" => {
                 search.win_check = match value {
                     "1" | "true" => true,
@@ -202,7 +211,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
 pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> String {
     format!(
         "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
-         leaves={};virtual_loss={};win_check={};capture_prior={}",
+         leaves={};virtual_loss={};win_check={};capture_prior={};root={}{}",
         weights.display(),
         search.c_puct,
         search.c_puct_base,
@@ -211,7 +220,16 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.leaves_in_flight,
         search.virtual_loss,
         search.win_check as u8,
-        search.capture_prior
+        search.capture_prior,
+        search.root,
+        match search.root {
+            // Gumbel's own settings, only where they count.
+            RootSearch::Gumbel => format!(
+                ";gumbel_considered={};gumbel_c_visit={};gumbel_c_scale={}",
+                search.gumbel_considered, search.gumbel_c_visit, search.gumbel_c_scale
+            ),
+            RootSearch::Puct => String::new(),
+        }
     )
 }
 
@@ -351,7 +369,7 @@ impl Seat<'_> {
                 let deadline = Instant::now() + *movetime;
                 // At least one batch of leaves, however short the time.
                 let mut first = true;
-                Ok(p.search_until(game, |search| {
+                Ok(p.search_until(game, None, |search| {
                     let more = first || Instant::now() < deadline;
                     first = false;
                     if more {
@@ -1007,8 +1025,9 @@ mod tests {
                 },
             }
         );
-        // What the ladder writes reads back as the same settings.
-        let search = SearchConfig {
+        // What the ladder writes reads back as the same settings, with
+        // either root.
+        let puct = SearchConfig {
             c_puct: 1.5,
             fpu_reduction: 0.1,
             leaves_in_flight: 4,
@@ -1016,14 +1035,23 @@ mod tests {
             win_check: false,
             ..SearchConfig::default()
         };
-        assert_eq!(
-            parse_spec(&network_spec(&weights, 64, &search)).unwrap(),
-            PlayerSpec::Network {
-                weights: weights.clone(),
-                budget: Budget::Playouts(64),
-                search,
-            }
-        );
+        let gumbel = SearchConfig {
+            root: RootSearch::Gumbel,
+            gumbel_considered: 8,
+            gumbel_c_visit: 30.0,
+            gumbel_c_scale: 0.5,
+            ..puct
+        };
+        for search in [puct, gumbel] {
+            assert_eq!(
+                parse_spec(&network_spec(&weights, 64, &search)).unwrap(),
+                PlayerSpec::Network {
+                    weights: weights.clone(),
+                    budget: Budget::Playouts(64),
+                    search,
+                }
+            );
+        }
         for bad in [
             "playouts=0",
             "playouts=x",
@@ -1036,6 +1064,9 @@ mod tests {
             "win_check=2",
             "playouts=5;leaves=0",
             "playouts=5;nonsense",
+            "root=alphazero",
+            "root=gumbel;gumbel_considered=0",
+            "root=gumbel;gumbel_c_scale=-1",
         ] {
             let spec = format!("{}:{bad}", dir.display());
             assert!(parse_spec(&spec).is_err(), "{spec}");

@@ -248,7 +248,11 @@ impl Engine {
                 let mut first_visits = None;
                 let mut first_batch = true;
                 let pos = *game.position();
-                let mv = player.search_until(game, |search| {
+                let planned = match *budget {
+                    NetBudget::Playouts(n) => Some(n),
+                    NetBudget::MovetimeMs(_) => None,
+                };
+                let mv = player.search_until(game, planned, |search| {
                     let visits = search.root_visits();
                     let done = visits - *first_visits.get_or_insert(visits);
                     if last.elapsed() >= THINKING_EVERY {
