@@ -272,6 +272,19 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     );
     let lags = metric(&run, "store/lag_seconds");
     assert!(!lags.is_empty());
+    // Workers play with a published net: none is older than the run.
+    let ages = metric(&run, "store/net_age_steps");
+    let steps = read(&run.join("logs/metrics.jsonl"))
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|record| record["step"].as_u64())
+        .max()
+        .unwrap();
+    assert!(!ages.is_empty());
+    assert!(
+        ages.iter().all(|&age| (0.0..=steps as f64).contains(&age)),
+        "{ages:?} over {steps} steps"
+    );
     assert!(latest(&run).unwrap() > killed_at);
     eprintln!(
         "{games} games in {} chunks from 3 workers in {:.0} s ({:.1} games/s uploaded), \

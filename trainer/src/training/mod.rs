@@ -20,6 +20,7 @@ pub mod progress;
 pub mod replay;
 pub mod state;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -232,9 +233,18 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     } else {
         models::weights::load(&checkpoints.weights(best), device)?
     };
-    if let Some(store) = &session.store {
-        publish_at_start(store, &checkpoints, best, state.progress.step)?;
-    }
+    let sharing = match &session.store {
+        Some(store) => Some(Sharing {
+            store,
+            published: Cell::new(publish_at_start(
+                store,
+                &checkpoints,
+                best,
+                state.progress.step,
+            )?),
+        }),
+        None => None,
+    };
     let server = InferenceServer::start(inference, config.inference);
     let client = server.client();
     let trainer = Trainer::new(&client, device)?;
@@ -311,7 +321,7 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             seed,
             samples_at_start,
             own: &mut own,
-            store: session.store.as_ref(),
+            sharing: sharing.as_ref(),
             store_input: store_input.as_mut(),
         });
         workers_stop.store(true, Ordering::SeqCst);
@@ -341,25 +351,44 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
 /// a fresh run's first net, so that waiting workers start, or the last
 /// checkpoint of a trainer killed before it published it. With gating,
 /// `checkpoint` is the best net, published under the current step so that
-/// published steps only grow.
+/// published steps only grow. Returns the step the pointer names after.
 fn publish_at_start(
     store: &Store,
     checkpoints: &crate::run_dir::Checkpoints,
     checkpoint: u32,
     step: u64,
-) -> Result<()> {
+) -> Result<u64> {
     match store.latest_pointer()? {
-        Some(pointer) if pointer.step > step => tracing::warn!(
-            published = pointer.step,
-            step,
-            "the store holds a net of a later step than this run directory's; workers use it until the next checkpoint"
-        ),
-        Some(pointer) if pointer.step == step => {}
-        _ => {
-            shared::publish_checkpoint(store, checkpoints, checkpoint, step)?;
+        Some(pointer) if pointer.step > step => {
+            tracing::warn!(
+                published = pointer.step,
+                step,
+                "the store holds a net of a later step than this run directory's; workers use it until the next checkpoint"
+            );
+            Ok(pointer.step)
+        }
+        Some(pointer) if pointer.step == step => Ok(step),
+        _ => Ok(shared::publish_checkpoint(store, checkpoints, checkpoint, step)?.step),
+    }
+}
+
+/// The store shared with workers, and the training step of the newest net
+/// published to it, which the workers' games are measured against.
+struct Sharing<'a> {
+    store: &'a Store,
+    published: Cell<u64>,
+}
+
+impl Sharing<'_> {
+    /// Publishes checkpoint `checkpoint` (of training step `step`) to the
+    /// workers. A failure is logged, not fatal: the next checkpoint
+    /// publishes a newer net, and training goes on meanwhile.
+    fn publish(&self, dirs: &RunDir, checkpoint: u32, step: u64) {
+        match shared::publish_checkpoint(self.store, &dirs.checkpoints(), checkpoint, step) {
+            Ok(pointer) => self.published.set(pointer.step),
+            Err(e) => tracing::warn!(checkpoint, "cannot publish the net: {e}"),
         }
     }
-    Ok(())
 }
 
 /// The games read from a store this session, for the logs and metrics.
@@ -371,27 +400,34 @@ struct StoreInput {
     games: u64,
     /// Seconds from upload to ingestion of the chunks since the last report.
     lag_sum: f64,
+    /// Training steps from a chunk's newest net to the newest published
+    /// one, over the chunks since the last report.
+    net_age_sum: f64,
     /// Chunks since the last report.
     fresh: u64,
 }
 
 impl StoreInput {
     /// Adds a worker's chunk, ingested at `now`, to `replay`, measuring how
-    /// long it waited.
-    fn add(&mut self, chunk: Chunk, replay: &mut ReplayBuffer, now: SystemTime) {
+    /// long it waited and how many steps behind `published` its net was.
+    fn add(&mut self, chunk: Chunk, replay: &mut ReplayBuffer, now: SystemTime, published: u64) {
         self.chunks += 1;
         self.games += chunk.games.len() as u64;
         self.fresh += 1;
         let lag = now.duration_since(chunk.written).unwrap_or_default();
         self.lag_sum += lag.as_secs_f64();
+        // A worker records the published step it played with; a chunk of
+        // games of several nets is as old as its newest one.
+        let newest = chunk.games.iter().map(|g| u64::from(g.network)).max();
+        self.net_age_sum += newest.map_or(0, |n| published.saturating_sub(n)) as f64;
         for game in chunk.games {
             replay.add(Arc::new(game));
         }
     }
 
-    /// The `store/*` scalars, the lag averaged over the chunks since the
-    /// last call (none if there were none). S3 dates objects to the second,
-    /// so the lag is good to about a second.
+    /// The `store/*` scalars, lag and net age averaged over the chunks
+    /// since the last call (none if there were none). S3 dates objects to
+    /// the second, so the lag is good to about a second.
     fn scalars(&mut self) -> Vec<(&'static str, f64)> {
         let mut scalars = vec![
             ("store/chunks_in", self.chunks as f64),
@@ -400,8 +436,9 @@ impl StoreInput {
         if self.fresh > 0 {
             let n = self.fresh as f64;
             scalars.push(("store/lag_seconds", self.lag_sum / n));
+            scalars.push(("store/net_age_steps", self.net_age_sum / n));
         }
-        (self.lag_sum, self.fresh) = (0.0, 0);
+        (self.lag_sum, self.net_age_sum, self.fresh) = (0.0, 0.0, 0);
         scalars
     }
 }
@@ -596,7 +633,7 @@ struct TrainLoop<'a> {
     seed: u64,
     samples_at_start: u64,
     own: &'a mut OwnGames,
-    store: Option<&'a Store>,
+    sharing: Option<&'a Sharing<'a>>,
     store_input: Option<&'a mut StoreInput>,
 }
 
@@ -672,7 +709,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         seed,
         samples_at_start,
         own,
-        store,
+        sharing,
         mut store_input,
     } = ctx;
     let gating = config.evaluation.gating;
@@ -692,7 +729,9 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     // A checkpoint of the run so far; with gating, self-play keeps its net.
     let save = |replay: &ReplayBuffer, games: u64| {
         let network = (!gating).then_some(network);
-        checkpoint(client, trainer, state, dirs, replay, games, network, store)
+        checkpoint(
+            client, trainer, state, dirs, replay, games, network, sharing,
+        )
     };
     // The step in flight, and the steps this session has finished (the train
     // state is locked while a step runs, so the loop keeps its own count).
@@ -725,11 +764,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         for game in own.store_or_retry() {
             replay.add(Arc::new(game));
         }
-        if let Some(input) = store_input.as_deref_mut() {
+        if let (Some(input), Some(sharing)) = (store_input.as_deref_mut(), sharing) {
             let chunks = input.feed.as_ref().map(ingest::Background::take);
             let now = SystemTime::now();
             for chunk in chunks.into_iter().flatten() {
-                input.add(chunk, replay, now);
+                input.add(chunk, replay, now, sharing.published.get());
             }
         }
 
@@ -806,7 +845,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ) {
                     gate_running = false;
                 }
-                handle_report(report, config, client, dirs, metrics, network, store)?;
+                handle_report(report, config, client, dirs, metrics, network, sharing)?;
             }
             if !gate_running {
                 if let Some((candidate, step)) = gate_queue.take() {
@@ -904,13 +943,13 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             last_log = Instant::now();
         }
     }
-    if let Some(input) = store_input {
+    if let (Some(input), Some(sharing)) = (store_input, sharing) {
         // The chunks uploaded until now, so that the session's count is
         // complete.
         if let Some(feed) = input.feed.take() {
             let now = SystemTime::now();
             for chunk in feed.finish() {
-                input.add(chunk, replay, now);
+                input.add(chunk, replay, now, sharing.published.get());
             }
         }
         metrics.scalars(start_step + steps_done, &input.scalars());
@@ -940,7 +979,7 @@ fn handle_report(
     dirs: &RunDir,
     metrics: &mut MetricsLog,
     network: &AtomicU32,
-    store: Option<&Store>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<()> {
     match report {
         Report::Rated {
@@ -991,8 +1030,8 @@ fn handle_report(
             );
             if promoted {
                 promote(client, dirs, candidate, network)?;
-                if let Some(store) = store {
-                    publish(store, dirs, candidate, step);
+                if let Some(sharing) = sharing {
+                    sharing.publish(dirs, candidate, step);
                 }
             }
         }
@@ -1016,19 +1055,10 @@ fn promote(
     Ok(())
 }
 
-/// Publishes checkpoint `checkpoint` (of training step `step`) to the
-/// workers. A failure is logged, not fatal: the next checkpoint publishes
-/// a newer net, and training goes on meanwhile.
-fn publish(store: &Store, dirs: &RunDir, checkpoint: u32, step: u64) {
-    if let Err(e) = shared::publish_checkpoint(store, &dirs.checkpoints(), checkpoint, step) {
-        tracing::warn!(checkpoint, "cannot publish the net: {e}");
-    }
-}
-
 /// Saves a checkpoint where training runs and, given the self-play
 /// `network` to replace (no gating), copies it into every replica: each
 /// pauses for one device-to-device copy of the weights, between batches;
-/// with a `store`, it is published to the workers too.
+/// with `sharing`, it is published to the workers too.
 #[allow(clippy::too_many_arguments)]
 fn checkpoint(
     client: &InferenceClient,
@@ -1038,7 +1068,7 @@ fn checkpoint(
     replay: &ReplayBuffer,
     games: u64,
     network: Option<&AtomicU32>,
-    store: Option<&Store>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<u32> {
     let task_state = Arc::clone(state);
     let checkpoints = dirs.checkpoints();
@@ -1069,8 +1099,64 @@ fn checkpoint(
         checkpoint = saved,
         "checkpoint written; self-play uses it now"
     );
-    if let Some(store) = store {
-        publish(store, dirs, saved, step);
+    if let Some(sharing) = sharing {
+        sharing.publish(dirs, saved, step);
     }
     Ok(saved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selfplay::data::MoveRecord;
+    use engine::{Outcome, Position, Reason};
+    use replay::ReplayConfig;
+
+    fn game(network: u32) -> GameRecord {
+        let start = Position::start();
+        GameRecord {
+            start,
+            moves: vec![MoveRecord {
+                mv: start.legal_moves()[0],
+                visits: vec![1; start.legal_moves().len()],
+                search_value: 0.0,
+            }],
+            outcome: Outcome::draw(Reason::Adjudication),
+            network,
+        }
+    }
+
+    #[test]
+    fn store_metrics_average_lag_and_net_age_over_new_chunks() {
+        let mut replay = ReplayBuffer::new(ReplayConfig {
+            min_window: 100,
+            alpha: 0.75,
+            beta: 0.4,
+            max_window: 100,
+        });
+        let mut input = StoreInput {
+            chunks: 3,
+            games: 9,
+            ..StoreInput::default()
+        };
+        let now = SystemTime::now();
+        let chunk = |networks: &[u32], seconds_ago| Chunk {
+            key: "games/w/00000000.mzg".into(),
+            games: networks.iter().map(|&n| game(n)).collect(),
+            written: now - Duration::from_secs(seconds_ago),
+        };
+        // Newest net of the first chunk: step 80, 20 behind; the second's
+        // was published after the trainer's newest (none behind).
+        input.add(chunk(&[40, 80], 4), &mut replay, now, 100);
+        input.add(chunk(&[120], 2), &mut replay, now, 100);
+        let scalars: std::collections::HashMap<_, _> = input.scalars().into_iter().collect();
+        assert_eq!(scalars["store/chunks_in"], 5.0);
+        assert_eq!(scalars["store/games_in"], 12.0);
+        assert_eq!(scalars["store/lag_seconds"], 3.0);
+        assert_eq!(scalars["store/net_age_steps"], 10.0);
+        assert_eq!(replay.total_samples_ever(), 3);
+        // Nothing new since: only the totals.
+        let scalars = input.scalars();
+        assert_eq!(scalars.len(), 2, "{scalars:?}");
+    }
 }
