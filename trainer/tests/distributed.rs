@@ -174,7 +174,7 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
         || store.get("config.toml").unwrap().is_some(),
     );
     // A worker with a name of its own (resumable), one with a random name
-    // reading the stored config.
+    // reading the stored config and sizing it for its own hardware.
     let named_args = [
         "selfplay",
         "--store",
@@ -189,7 +189,17 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     let random_log = logs.join("random.log");
     let random = spawn(
         &s3,
-        &["selfplay", "--store", url, "--seed", "3"],
+        &[
+            "selfplay",
+            "--store",
+            url,
+            "--seed",
+            "3",
+            "--workers",
+            "2",
+            "--max-batch",
+            "8",
+        ],
         &random_log,
     );
 
@@ -232,6 +242,11 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     interrupt(&random);
     exit_ok(early, "the early worker", &early_log);
     exit_ok(random, "the random worker", &random_log);
+    let random_text = read(&random_log);
+    assert!(
+        random_text.contains("games_at_once=2 ") && random_text.contains("max_batch=8 "),
+        "the worker's own settings were not used:\n{random_text}"
+    );
     let uploads_done = started.elapsed();
     exit_ok(resumed, "the resumed trainer", &resumed_log);
 
@@ -323,6 +338,33 @@ fn an_unreachable_store_fails_fast_and_clearly() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_workers_hardware_flags_are_checked_like_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::copy(config(dir.path()), store.join("config.toml")).unwrap();
+    let store = store.to_str().unwrap();
+    for (flags, says) in [
+        (["--replicas", "0"], "--replicas: 0 (expected 1..=256)"),
+        (["--workers", "0"], "--workers: 0"),
+        (
+            ["--precision", "fp8"],
+            "invalid value 'fp8' for '--precision",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mixzero"))
+            .args(["selfplay", "--store", store])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }
 
 #[test]

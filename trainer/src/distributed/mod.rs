@@ -111,6 +111,12 @@ pub enum DistributedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{flag}: {why} (the worker's {key})")]
+    Hardware {
+        flag: String,
+        key: String,
+        why: String,
+    },
     #[error("worker id `{0}` names the trainer's own games; choose another --worker-id")]
     ReservedWorkerId(String),
     #[error("the inference server stopped")]

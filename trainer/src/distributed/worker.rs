@@ -29,6 +29,54 @@ pub struct WorkerSession {
     pub seed: u64,
 }
 
+/// A worker's own hardware settings, laid over the run's config: the
+/// `[inference]` keys and `[selfplay] workers` change how fast a machine
+/// plays, never what it plays (the net, the search, the games' targets
+/// stay the run's), so each worker may size them for its own CPU or GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Hardware {
+    pub replicas: Option<usize>,
+    pub threads: Option<usize>,
+    pub max_batch: Option<usize>,
+    pub max_wait_us: Option<u64>,
+    pub precision: Option<models::Precision>,
+    /// `[selfplay] workers`: games played at once.
+    pub workers: Option<usize>,
+}
+
+impl Hardware {
+    /// Lays these settings over `config`, each checked as the config's own
+    /// key is; an error names the flag (`--replicas`, ...) that sets it.
+    pub fn apply(&self, config: &mut Config) -> Result<(), DistributedError> {
+        let inference = &mut config.inference;
+        set(&mut inference.replicas, self.replicas);
+        set(&mut inference.threads, self.threads);
+        set(&mut inference.max_batch, self.max_batch);
+        set(&mut inference.max_wait_us, self.max_wait_us);
+        set(&mut inference.precision, self.precision);
+        set(&mut config.selfplay.workers, self.workers);
+        let invalid = |section: &str, e: engine::InvalidKey| DistributedError::Hardware {
+            flag: format!("--{}", e.key.replace('_', "-")),
+            key: format!("{section}.{}", e.key),
+            why: e.why,
+        };
+        config
+            .inference
+            .validate()
+            .map_err(|e| invalid("inference", e))?;
+        config
+            .selfplay
+            .validate()
+            .map_err(|e| invalid("selfplay", e))
+    }
+}
+
+fn set<T>(key: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *key = value;
+    }
+}
+
 /// What a worker did, for its last log line.
 #[derive(Clone, Debug, Default)]
 pub struct WorkerSummary {
@@ -86,10 +134,17 @@ pub fn run(
         ..WorkerSummary::default()
     };
     let halted = || stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d);
+    let inference = &config.inference;
     tracing::info!(
         %worker,
         first_chunk = uploader.next_seq(),
         store = store.url(),
+        games_at_once = config.selfplay.workers,
+        replicas = inference.replicas,
+        threads = inference.threads,
+        max_batch = inference.max_batch,
+        max_wait_us = inference.max_wait_us,
+        precision = ?inference.precision,
         "self-play worker"
     );
 
@@ -301,6 +356,69 @@ fn sleep_unless(total: Duration, halted: &impl Fn() -> bool) -> bool {
 mod tests {
     use super::*;
     use store::layout::worker_prefix;
+
+    #[test]
+    fn hardware_settings_override_the_run_config_and_are_checked() {
+        let run = Config::default_config();
+        let mut config = run.clone();
+        Hardware::default().apply(&mut config).unwrap();
+        assert_eq!(config, run);
+        let gpu = Hardware {
+            replicas: Some(3),
+            threads: Some(2),
+            max_batch: Some(1024),
+            max_wait_us: Some(100),
+            precision: Some(models::Precision::Bf16),
+            workers: Some(768),
+        };
+        gpu.apply(&mut config).unwrap();
+        assert_eq!(config.inference.replicas, 3);
+        assert_eq!(config.inference.threads, 2);
+        assert_eq!(config.inference.max_batch, 1024);
+        assert_eq!(config.inference.max_wait_us, 100);
+        assert_eq!(config.inference.precision, models::Precision::Bf16);
+        assert_eq!(config.selfplay.workers, 768);
+        // Everything else is the run's.
+        assert_eq!(config.search, run.search);
+        assert_eq!(config.net, run.net);
+        assert_eq!(
+            config.selfplay.playouts, run.selfplay.playouts,
+            "only workers changes in [selfplay]"
+        );
+        for (bad, flag) in [
+            (
+                Hardware {
+                    replicas: Some(0),
+                    ..Hardware::default()
+                },
+                "--replicas",
+            ),
+            (
+                Hardware {
+                    max_batch: Some(0),
+                    ..Hardware::default()
+                },
+                "--max-batch",
+            ),
+            (
+                Hardware {
+                    threads: Some(5000),
+                    ..Hardware::default()
+                },
+                "--threads",
+            ),
+            (
+                Hardware {
+                    workers: Some(0),
+                    ..Hardware::default()
+                },
+                "--workers",
+            ),
+        ] {
+            let err = bad.apply(&mut run.clone()).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{flag}: {err}");
+        }
+    }
 
     #[test]
     fn worker_ids_are_key_segments_and_differ() {
