@@ -313,6 +313,64 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
 }
 
 #[test]
+fn a_trainer_stores_its_own_games_once() {
+    let s3 = TestServer::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let url = s3.fresh_url("own");
+    let store = s3.open(&url, s3.vars()).unwrap();
+    let run = dir.path().join("run");
+    let train = |minutes: &str| {
+        let output = mixzero(
+            &s3,
+            &[
+                "train",
+                "--quiet",
+                "--seed",
+                "4",
+                "--store",
+                &url,
+                "--config",
+                config.to_str().unwrap(),
+                "--run-dir",
+                run.to_str().unwrap(),
+                "--minutes",
+                minutes,
+            ],
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        stderr
+    };
+    train("0.1");
+    // Its games went to the store under its own prefix, their PGNs to the
+    // run directory, and none came back in as a worker's.
+    let chunks = chunks_in_store(&store);
+    assert!(!chunks.is_empty());
+    assert!(
+        chunks.keys().all(|key| key.starts_with("games/trainer/")),
+        "{chunks:?}"
+    );
+    let games: usize = chunks.values().sum();
+    assert_eq!(
+        std::fs::read_dir(run.join("pgn")).unwrap().count(),
+        chunks.len()
+    );
+    assert_eq!(last_metric(&run, "store/games_in"), Some(0.0));
+    assert!(!run.join("games").exists());
+
+    // Resumed, it rebuilds its window from them: each counted once.
+    let log = train("0.05");
+    assert!(
+        log.contains(&format!("chunks={} games={games} ", chunks.len())),
+        "{log}"
+    );
+    assert_eq!(last_metric(&run, "store/games_in"), Some(games as f64));
+}
+
+#[test]
 fn an_unreachable_store_fails_fast_and_clearly() {
     let s3 = TestServer::from_env();
     // A port nobody listens on: bound, then closed.
