@@ -21,6 +21,7 @@ mod location;
 pub mod test_server;
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -121,8 +122,29 @@ impl Store {
         K: AsRef<str>,
         V: Into<String>,
     {
-        let (objects, ordered_listing, s3) = match Location::parse(url)? {
-            Location::Dir(dir) => (open_dir(url, &dir)?, false, None),
+        Self::open_location(url, Location::parse(url)?, vars)
+    }
+
+    /// Opens the directory `dir` as a store, created if missing: for a
+    /// path that is not to be read as a URL (a run directory named
+    /// `a:b` would be).
+    pub fn open_dir(dir: &std::path::Path) -> Result<Self, StoreError> {
+        let url = dir.display().to_string();
+        let no_vars: [(&str, String); 0] = [];
+        Self::open_location(&url, Location::Dir(dir.to_path_buf()), no_vars)
+    }
+
+    fn open_location<K, V>(
+        url: &str,
+        location: Location,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Self, StoreError>
+    where
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        let (objects, ordered_listing, s3) = match location {
+            Location::Dir(dir) => (dir_objects(url, &dir)?, false, None),
             Location::S3 { bucket, prefix } => {
                 let (objects, context) = open_s3(url, bucket, prefix, vars)?;
                 (objects, true, Some(context))
@@ -239,6 +261,27 @@ impl Store {
         }
     }
 
+    /// Bytes `range` of `key` (a ranged GET on S3), or `None` if there is no
+    /// such object: a reader of many objects reads only their headers this
+    /// way. A range past the object's end is an error, so ask for at most
+    /// its listed size.
+    pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Option<Bytes>, StoreError> {
+        let path = self.path(key)?;
+        let objects = &self.inner.objects;
+        match self
+            .inner
+            .runtime
+            .block_on(objects.get_range(&path, range.clone()))
+        {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if error::object_missing(&e) => Ok(None),
+            Err(e) => Err(self.fail(
+                format!("get bytes {}..{} of `{key}`", range.start, range.end),
+                e,
+            )),
+        }
+    }
+
     /// The first `limit` objects under `prefix` (whole segments: `games`
     /// covers `games/a` but not `gamesx`; empty for all) whose keys sort
     /// strictly after `cursor`, in key order. A poller passes the last key
@@ -319,17 +362,7 @@ impl Store {
     /// poller finds the writers here (e.g. the workers under `games`), then
     /// lists each one's prefix with its own cursor.
     pub fn list_dirs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let prefix_path = match prefix {
-            "" => None,
-            p => Some(self.path(p)?),
-        };
-        let objects = &self.inner.objects;
-        let listing = objects.list_with_delimiter(prefix_path.as_ref());
-        let listed = self
-            .inner
-            .runtime
-            .block_on(listing)
-            .map_err(|e| self.fail(list_what(prefix), e))?;
+        let listed = self.list_level(prefix)?;
         let mut dirs: Vec<String> = listed
             .common_prefixes
             .iter()
@@ -337,6 +370,40 @@ impl Store {
             .collect();
         dirs.sort_unstable();
         Ok(dirs)
+    }
+
+    /// The objects right under `prefix` (empty for the top), not those in
+    /// its "directories", with the time each was written, in key order.
+    pub fn list_files(&self, prefix: &str) -> Result<Vec<(Entry, SystemTime)>, StoreError> {
+        let mut files: Vec<(Entry, SystemTime)> = self
+            .list_level(prefix)?
+            .objects
+            .into_iter()
+            .map(|meta| {
+                let entry = Entry {
+                    key: meta.location.to_string(),
+                    size: meta.size,
+                };
+                (entry, SystemTime::from(meta.last_modified))
+            })
+            .collect();
+        files.sort_unstable_by(|a, b| a.0.key.cmp(&b.0.key));
+        Ok(files)
+    }
+
+    /// One level of the key tree under `prefix`: its objects and its
+    /// "directories" (S3's listing with the `/` delimiter).
+    fn list_level(&self, prefix: &str) -> Result<object_store::ListResult, StoreError> {
+        let prefix_path = match prefix {
+            "" => None,
+            p => Some(self.path(p)?),
+        };
+        let objects = &self.inner.objects;
+        let listing = objects.list_with_delimiter(prefix_path.as_ref());
+        self.inner
+            .runtime
+            .block_on(listing)
+            .map_err(|e| self.fail(list_what(prefix), e))
     }
 
     /// Deletes `key`. Deleting a missing key succeeds, as it does on S3, so
@@ -389,13 +456,16 @@ fn setup(url: &str, what: &str, source: Source) -> StoreError {
     }
 }
 
-fn open_dir(url: &str, dir: &std::path::Path) -> Result<Box<dyn ObjectStore>, StoreError> {
+fn dir_objects(url: &str, dir: &std::path::Path) -> Result<Box<dyn ObjectStore>, StoreError> {
     std::fs::create_dir_all(dir).map_err(|e| {
         let what = format!("cannot create directory {}", dir.display());
         setup(url, &what, e.into())
     })?;
+    // Synced to disk before a put returns, as S3 holds an object durably
+    // once it answers: a trainer's games count once they are stored.
     let fs = LocalFileSystem::new_with_prefix(dir)
-        .map_err(|e| setup(url, "cannot use the directory", e.into()))?;
+        .map_err(|e| setup(url, "cannot use the directory", e.into()))?
+        .with_fsync(true);
     Ok(Box::new(fs))
 }
 

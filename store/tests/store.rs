@@ -112,6 +112,30 @@ fn round_trip(store: &Store) {
     );
     assert_eq!(store.list_dirs("").unwrap(), ["games", "nets"]);
     assert_eq!(store.list_dirs("games").unwrap(), ["w1", "w2"]);
+    // A reader of headers takes the first bytes alone.
+    assert_eq!(
+        store
+            .get_range("games/w1/00000001.chunk", 1..4)
+            .unwrap()
+            .as_deref(),
+        Some(&b"irs"[..])
+    );
+    assert_eq!(
+        store.get_range("games/w9/00000001.chunk", 0..4).unwrap(),
+        None
+    );
+    // Objects at one level, beside its directories.
+    store.put_new("games/old.chunk", &b"old"[..]).unwrap();
+    let files = store.list_files("games").unwrap();
+    let keys_sizes: Vec<(&str, u64)> = files
+        .iter()
+        .map(|(e, _)| (e.key.as_str(), e.size))
+        .collect();
+    assert_eq!(keys_sizes, [("games/old.chunk", 3)]);
+    let age = files[0].1.elapsed().unwrap_or_default();
+    assert!(age < Duration::from_secs(600), "written {age:?} ago");
+    assert!(store.list_files("nowhere").unwrap().is_empty());
+    store.delete("games/old.chunk").unwrap();
 
     store.delete("games/w1/00000001.chunk").unwrap();
     assert_eq!(store.get("games/w1/00000001.chunk").unwrap(), None);

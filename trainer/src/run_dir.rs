@@ -6,12 +6,18 @@
 //! RUN/bootstrap.txt      the PGN texts `--bootstrap` imported (checksums)
 //! RUN/checkpoints/       NNNNNN.weights.safetensors, NNNNNN.state.safetensors,
 //!                        latest and best (a checkpoint number each)
-//! RUN/games/             chunk-NNNNNNNN.mzg, with a .pgn beside each
+//! RUN/games/trainer/     00000000.mzg, ...: the trainer's games, when the run
+//!                        directory is the run's store (no `--store`; see
+//!                        `crate::distributed`)
+//! RUN/pgn/               00000000.pgn, ...: each of those chunks as PGN
 //! RUN/logs/              TensorBoard event files and metrics.jsonl
 //! ```
 //!
 //! Every file is written atomically (temporary file, then rename), the
-//! `latest` pointer after the checkpoint it names.
+//! `latest` pointer after the checkpoint it names; chunks are written
+//! create-only, synced, through the store. Run directories from before
+//! stores hold their chunks as `RUN/games/chunk-NNNNNNNN.mzg` (a PGN
+//! beside each), which a resumed run reads too.
 
 use std::path::{Path, PathBuf};
 
@@ -65,8 +71,9 @@ impl RunDir {
         Checkpoints::new(self.root.join("checkpoints"))
     }
 
-    pub fn games(&self) -> PathBuf {
-        self.root.join("games")
+    /// Where the trainer's own chunks are written as PGN, one file each.
+    pub fn pgn(&self) -> PathBuf {
+        self.root.join("pgn")
     }
 
     pub fn logs(&self) -> PathBuf {
@@ -76,11 +83,7 @@ impl RunDir {
     /// Creates the folders, writes `config` once (a resumed run keeps the
     /// config it started with) and records the code version.
     pub fn prepare(&self, config: &Config, code_version: &str) -> Result<()> {
-        for dir in [
-            self.checkpoints().dir().to_path_buf(),
-            self.games(),
-            self.logs(),
-        ] {
+        for dir in [self.checkpoints().dir().to_path_buf(), self.logs()] {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }

@@ -174,7 +174,7 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
         || store.get("config.toml").unwrap().is_some(),
     );
     // A worker with a name of its own (resumable), one with a random name
-    // reading the stored config.
+    // reading the stored config and sizing it for its own hardware.
     let named_args = [
         "selfplay",
         "--store",
@@ -189,7 +189,17 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     let random_log = logs.join("random.log");
     let random = spawn(
         &s3,
-        &["selfplay", "--store", url, "--seed", "3"],
+        &[
+            "selfplay",
+            "--store",
+            url,
+            "--seed",
+            "3",
+            "--workers",
+            "2",
+            "--max-batch",
+            "8",
+        ],
         &random_log,
     );
 
@@ -232,6 +242,11 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     interrupt(&random);
     exit_ok(early, "the early worker", &early_log);
     exit_ok(random, "the random worker", &random_log);
+    let random_text = read(&random_log);
+    assert!(
+        random_text.contains("games_at_once=2 ") && random_text.contains("max_batch=8 "),
+        "the worker's own settings were not used:\n{random_text}"
+    );
     let uploads_done = started.elapsed();
     exit_ok(resumed, "the resumed trainer", &resumed_log);
 
@@ -272,6 +287,19 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
     );
     let lags = metric(&run, "store/lag_seconds");
     assert!(!lags.is_empty());
+    // Workers play with a published net: none is older than the run.
+    let ages = metric(&run, "store/net_age_steps");
+    let steps = read(&run.join("logs/metrics.jsonl"))
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|record| record["step"].as_u64())
+        .max()
+        .unwrap();
+    assert!(!ages.is_empty());
+    assert!(
+        ages.iter().all(|&age| (0.0..=steps as f64).contains(&age)),
+        "{ages:?} over {steps} steps"
+    );
     assert!(latest(&run).unwrap() > killed_at);
     eprintln!(
         "{games} games in {} chunks from 3 workers in {:.0} s ({:.1} games/s uploaded), \
@@ -282,6 +310,64 @@ fn workers_and_a_trainer_share_a_run_through_s3() {
         lags.iter().sum::<f64>() / lags.len() as f64,
         started.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn a_trainer_stores_its_own_games_once() {
+    let s3 = TestServer::from_env();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(dir.path());
+    let url = s3.fresh_url("own");
+    let store = s3.open(&url, s3.vars()).unwrap();
+    let run = dir.path().join("run");
+    let train = |minutes: &str| {
+        let output = mixzero(
+            &s3,
+            &[
+                "train",
+                "--quiet",
+                "--seed",
+                "4",
+                "--store",
+                &url,
+                "--config",
+                config.to_str().unwrap(),
+                "--run-dir",
+                run.to_str().unwrap(),
+                "--minutes",
+                minutes,
+            ],
+        )
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{stderr}");
+        stderr
+    };
+    train("0.1");
+    // Its games went to the store under its own prefix, their PGNs to the
+    // run directory, and none came back in as a worker's.
+    let chunks = chunks_in_store(&store);
+    assert!(!chunks.is_empty());
+    assert!(
+        chunks.keys().all(|key| key.starts_with("games/trainer/")),
+        "{chunks:?}"
+    );
+    let games: usize = chunks.values().sum();
+    assert_eq!(
+        std::fs::read_dir(run.join("pgn")).unwrap().count(),
+        chunks.len()
+    );
+    assert_eq!(last_metric(&run, "store/games_in"), Some(0.0));
+    assert!(!run.join("games").exists());
+
+    // Resumed, it rebuilds its window from them: each counted once.
+    let log = train("0.05");
+    assert!(
+        log.contains(&format!("chunks={} games={games} ", chunks.len())),
+        "{log}"
+    );
+    assert_eq!(last_metric(&run, "store/games_in"), Some(games as f64));
 }
 
 #[test]
@@ -310,6 +396,33 @@ fn an_unreachable_store_fails_fast_and_clearly() {
         "{stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_workers_hardware_flags_are_checked_like_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::copy(config(dir.path()), store.join("config.toml")).unwrap();
+    let store = store.to_str().unwrap();
+    for (flags, says) in [
+        (["--replicas", "0"], "--replicas: 0 (expected 1..=256)"),
+        (["--workers", "0"], "--workers: 0"),
+        (
+            ["--precision", "fp8"],
+            "invalid value 'fp8' for '--precision",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_mixzero"))
+            .args(["selfplay", "--store", store])
+            .args(flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{flags:?}: {stderr}");
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }
 
 #[test]

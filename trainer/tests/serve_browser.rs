@@ -39,9 +39,9 @@ fn browser() -> Option<Browser> {
 fn fixture_run(dir: &Path) -> PathBuf {
     let run = dir.join("run");
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve-run");
-    std::fs::create_dir_all(run.join("games")).unwrap();
+    std::fs::create_dir_all(run.join("pgn")).unwrap();
     std::fs::create_dir_all(run.join("logs")).unwrap();
-    for rel in ["logs/metrics.jsonl", "games/chunk-00000001.pgn"] {
+    for rel in ["logs/metrics.jsonl", "pgn/00000001.pgn"] {
         std::fs::copy(fixture.join(rel), run.join(rel)).unwrap();
     }
     let mut pgn = String::new();
@@ -57,7 +57,7 @@ fn fixture_run(dir: &Path) -> PathBuf {
         pgn.push_str(&write_pgn(&game, &tags));
         pgn.push('\n');
     }
-    std::fs::write(run.join("games/chunk-00000002.pgn"), pgn).unwrap();
+    std::fs::write(run.join("pgn/00000002.pgn"), pgn).unwrap();
     run
 }
 
@@ -212,7 +212,7 @@ fn play_watch_and_training_in_a_browser() {
         (n.as_u64() >= Some(3)).then_some(())
     });
     b.js("const s = document.getElementById('src-file'); \
-          s.value = 'games/chunk-00000002.pgn'; \
+          s.value = 'pgn/00000002.pgn'; \
           s.dispatchEvent(new Event('change'));");
     b.wait_for("the game list", WAIT, |b| {
         let n = b.js("return document.querySelectorAll('#w-games tr.game').length;");
@@ -248,7 +248,7 @@ fn play_watch_and_training_in_a_browser() {
 
     // Upload a PGN.
     let upload = dir.path().join("upload.pgn");
-    std::fs::copy(run.join("games/chunk-00000002.pgn"), &upload).unwrap();
+    std::fs::copy(run.join("pgn/00000002.pgn"), &upload).unwrap();
     b.type_into("#src-upload", upload.to_str().unwrap());
     b.wait_for("the uploaded games", WAIT, |b| {
         b.text("#w-source").contains("upload.pgn").then_some(())
@@ -262,7 +262,7 @@ fn play_watch_and_training_in_a_browser() {
     b.click("#src-live");
     b.wait_for("the live tail", WAIT, |b| {
         b.text("#w-source")
-            .contains("games/chunk-00000002.pgn")
+            .contains("pgn/00000002.pgn")
             .then_some(())
     });
 

@@ -5,19 +5,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use store::layout::parse_chunk_key;
+use store::Store;
 use trainer::run_dir::Checkpoints;
-use trainer::selfplay::data::{list_chunks, read_chunk};
+use trainer::selfplay::data::{decode_games, GameRecord};
 
 fn tiny_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml")
 }
 
 fn train(run_dir: &Path, extra: &[&str]) -> Output {
+    train_logging(run_dir, extra, "warn")
+}
+
+fn train_logging(run_dir: &Path, extra: &[&str], log_level: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mixzero"))
         .args(["train", "--quiet", "--seed", "1", "--run-dir"])
         .arg(run_dir)
         .args(extra)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", log_level)
         .output()
         .expect("running mixzero")
 }
@@ -39,13 +45,31 @@ fn latest(run_dir: &Path) -> u32 {
         .expect("a checkpoint")
 }
 
-/// Every chunk reads back; returns how many games they hold.
+/// The games of every chunk in the run directory (the run's store), each
+/// of which must read back: the trainer's, under `games/trainer/`, and any
+/// of the layout before stores (`games/chunk-NNNNNNNN.mzg`).
+fn stored_games(run_dir: &Path) -> Vec<GameRecord> {
+    let store = Store::open_dir(run_dir).unwrap();
+    let mut games = Vec::new();
+    for entry in store.list_after("games", None, usize::MAX).unwrap() {
+        if !entry.key.ends_with(".mzg") {
+            continue;
+        }
+        let legacy = entry.key.starts_with("games/chunk-");
+        let trainers = parse_chunk_key(&entry.key, "mzg").is_some_and(|(w, _)| w == "trainer");
+        assert!(
+            legacy || trainers,
+            "{} is no chunk of the trainer's",
+            entry.key
+        );
+        let bytes = store.get(&entry.key).unwrap().unwrap();
+        games.extend(decode_games(Path::new(&entry.key), &bytes).unwrap());
+    }
+    games
+}
+
 fn games_on_disk(run_dir: &Path) -> usize {
-    list_chunks(&run_dir.join("games"))
-        .unwrap()
-        .iter()
-        .map(|chunk| read_chunk(chunk).unwrap().len())
-        .sum()
+    stored_games(run_dir).len()
 }
 
 #[test]
@@ -63,15 +87,46 @@ fn trains_resumes_and_keeps_everything() {
     assert!(first_games > 0);
     assert!(run.join("config.toml").exists());
     assert!(run.join("version.txt").exists());
+    // A PGN of each chunk, for people and `mixzero serve`.
+    let chunks = std::fs::read_dir(run.join("games/trainer"))
+        .unwrap()
+        .count();
+    let pgns = std::fs::read_dir(run.join("pgn")).unwrap().count();
+    assert_eq!(pgns, chunks);
     let metrics = std::fs::read_to_string(run.join("logs/metrics.jsonl")).unwrap();
     for tag in ["loss/policy", "loss/value", "selfplay/games_per_hour"] {
         assert!(metrics.contains(tag), "{tag} missing from metrics.jsonl");
     }
 
-    // Resuming takes the run's own config and carries on.
-    assert_ok(&train(&run, &["--minutes", "0.15"]));
+    // Make it a run directory from before stores: its chunks directly in
+    // games/, named chunk-NNNNNNNN.mzg.
+    for entry in std::fs::read_dir(run.join("games/trainer")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        std::fs::rename(&path, run.join("games").join(format!("chunk-{name}"))).unwrap();
+    }
+
+    // Resuming takes the run's own config, rebuilds its window from every
+    // chunk, old layout included, and carries on in the new one.
+    let resumed = train_logging(&run, &["--minutes", "0.15"], "info");
+    assert_ok(&resumed);
+    let log = String::from_utf8_lossy(&resumed.stderr);
+    let rebuilt = log
+        .lines()
+        .find(|l| l.contains("replay window rebuilt"))
+        .unwrap_or_else(|| panic!("no rebuild logged:\n{log}"));
+    assert!(
+        rebuilt.contains(&format!(" games={first_games} ")),
+        "{rebuilt}"
+    );
     assert!(latest(&run) >= first_checkpoint);
     assert!(games_on_disk(&run) > first_games);
+    assert!(
+        std::fs::read_dir(run.join("games/trainer"))
+            .unwrap()
+            .count()
+            > 0
+    );
 
     // Another config for the same run directory is refused.
     let other = dir.path().join("other.toml");
@@ -207,10 +262,8 @@ fn the_ladder_and_gating_report_to_the_metrics() {
 
 /// Games in the run's chunks that came from `--bootstrap`.
 fn imported_games(run_dir: &Path) -> usize {
-    list_chunks(&run_dir.join("games"))
-        .unwrap()
+    stored_games(run_dir)
         .iter()
-        .flat_map(|chunk| read_chunk(chunk).unwrap())
         .filter(|game| game.network == trainer::selfplay::bootstrap::IMPORTED)
         .count()
 }

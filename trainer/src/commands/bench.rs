@@ -75,30 +75,10 @@ pub struct BenchNnArgs {
     threads: usize,
     /// Number format of the replicas (default: the config's `[inference] precision`).
     #[arg(long, value_enum)]
-    precision: Option<PrecisionArg>,
+    precision: Option<super::PrecisionArg>,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
-}
-
-/// `--precision` values, as the config spells them.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum PrecisionArg {
-    Auto,
-    Fp32,
-    Bf16,
-    Fp16,
-}
-
-impl From<PrecisionArg> for models::Precision {
-    fn from(arg: PrecisionArg) -> models::Precision {
-        match arg {
-            PrecisionArg::Auto => models::Precision::Auto,
-            PrecisionArg::Fp32 => models::Precision::Fp32,
-            PrecisionArg::Bf16 => models::Precision::Bf16,
-            PrecisionArg::Fp16 => models::Precision::Fp16,
-        }
-    }
 }
 
 pub fn run(what: BenchCommand) -> Result<()> {

@@ -35,3 +35,23 @@ pub fn seed_or_clock(seed: Option<u64>) -> u64 {
             .map_or(0, |d| d.as_nanos() as u64)
     })
 }
+
+/// `--precision` values, as the config spells them.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PrecisionArg {
+    Auto,
+    Fp32,
+    Bf16,
+    Fp16,
+}
+
+impl From<PrecisionArg> for models::Precision {
+    fn from(arg: PrecisionArg) -> models::Precision {
+        match arg {
+            PrecisionArg::Auto => models::Precision::Auto,
+            PrecisionArg::Fp32 => models::Precision::Fp32,
+            PrecisionArg::Bf16 => models::Precision::Bf16,
+            PrecisionArg::Fp16 => models::Precision::Fp16,
+        }
+    }
+}

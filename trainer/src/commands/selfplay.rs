@@ -8,6 +8,9 @@ use trainer::config::Config;
 use trainer::distributed::{self, worker};
 use trainer::training::progress::stop_on_ctrl_c;
 
+/// Where the hardware flags show in `--help`.
+const HARDWARE: &str = "This machine's hardware (laid over the run's config)";
+
 #[derive(Args, Debug)]
 pub struct SelfPlayArgs {
     /// The run's store: s3://bucket/prefix (AWS_* variables), file:///path
@@ -29,12 +32,39 @@ pub struct SelfPlayArgs {
     /// Seed for self-play (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
+    /// `[inference] replicas`: inference threads, each with its own copy of the net.
+    #[arg(long, value_name = "N", help_heading = HARDWARE)]
+    replicas: Option<usize>,
+    /// `[inference] threads`: libtorch threads of each replica (0 = one per core).
+    #[arg(long, value_name = "N", help_heading = HARDWARE)]
+    threads: Option<usize>,
+    /// `[inference] max_batch`: most positions in one forward pass.
+    #[arg(long, value_name = "N", help_heading = HARDWARE)]
+    max_batch: Option<usize>,
+    /// `[inference] max_wait_us`: how long a partial batch waits for more positions.
+    #[arg(long, value_name = "US", help_heading = HARDWARE)]
+    max_wait_us: Option<u64>,
+    /// `[inference] precision`: the replicas' number format.
+    #[arg(long, value_enum, help_heading = HARDWARE)]
+    precision: Option<super::PrecisionArg>,
+    /// `[selfplay] workers`: games played at once (threads).
+    #[arg(long, value_name = "N", help_heading = HARDWARE)]
+    workers: Option<usize>,
 }
 
 pub fn run(args: SelfPlayArgs) -> Result<()> {
     let store = store::Store::open(&args.store).context("--store")?;
     let given = args.config.as_deref().map(Config::load).transpose()?;
-    let config = distributed::worker_config(&store, given)?;
+    let mut config = distributed::worker_config(&store, given)?;
+    let hardware = worker::Hardware {
+        replicas: args.replicas,
+        threads: args.threads,
+        max_batch: args.max_batch,
+        max_wait_us: args.max_wait_us,
+        precision: args.precision.map(Into::into),
+        workers: args.workers,
+    };
+    hardware.apply(&mut config)?;
     let seed = super::seed_or_clock(args.seed);
     let stop = stop_on_ctrl_c("uploading the games played so far");
     let session = worker::WorkerSession {

@@ -1,20 +1,28 @@
-//! Many machines (issue #13): self-play workers (`mixzero selfplay --store`)
-//! and one trainer (`mixzero train --store`) that meet only in an object
-//! store (see [`store::layout`]):
+//! A run's games live in an object store (see [`store::layout`]), and so
+//! do, on many machines (issue #13), the nets that self-play workers
+//! (`mixzero selfplay --store`) and one trainer (`mixzero train --store`)
+//! exchange:
 //!
 //! ```text
 //! config.toml                  the run's resolved config (create-only, by the trainer)
 //! games/<worker>/<seq:08>.mzg  a worker's chunks of games (create-only)
-//! nets/<checkpoint:08>.safetensors, nets/latest   published nets and the pointer
+//! games/trainer/<seq:08>.mzg   the trainer's own games, likewise
+//! nets/<step:08>.safetensors, nets/latest   published nets and the pointer
 //! ```
 //!
-//! No machine ever overwrites another's object and none needs a lock: a
-//! worker numbers its own chunks, the trainer alone writes nets and the
+//! A trainer without `--store` uses its run directory as the store (its
+//! games under `RUN/games/trainer/`), through the same code: its games are
+//! written by an [`upload::Uploader`] and its window rebuilt by
+//! [`ingest::Feed::rebuild`] either way.
+//!
+//! No machine ever overwrites another's object and none needs a lock: each
+//! writer numbers its own chunks, the trainer alone writes nets and the
 //! config, and readers poll (the trainer each worker's prefix with its own
 //! cursor, the workers the net pointer).
 
 pub mod gc;
 pub mod ingest;
+pub mod upload;
 pub mod worker;
 
 use std::path::Path;
@@ -30,8 +38,12 @@ use crate::selfplay::data::DataError;
 
 /// The key of the run's config in the store.
 pub const CONFIG_KEY: &str = "config.toml";
-/// The extension of chunk keys: the local chunk files' own format.
+/// The extension of chunk keys (the format of [`crate::selfplay::data`]).
 pub const CHUNK_EXT: &str = "mzg";
+/// The writer name of the trainer's own games (`games/trainer/`), which no
+/// worker may take: the trainer holds those games in memory already, so
+/// its feed reads them back only when it rebuilds its window.
+pub const TRAINER: &str = "trainer";
 
 /// The `[distributed]` section: how workers and the trainer use the store.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,6 +111,14 @@ pub enum DistributedError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{flag}: {why} (the worker's {key})")]
+    Hardware {
+        flag: String,
+        key: String,
+        why: String,
+    },
+    #[error("worker id `{0}` names the trainer's own games; choose another --worker-id")]
+    ReservedWorkerId(String),
     #[error("the inference server stopped")]
     ServerStopped,
     #[error("self-play: {0}")]

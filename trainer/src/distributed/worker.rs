@@ -10,16 +10,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 use models::server::{InferenceClient, InferenceServer, LoadError};
-use store::layout::{chunk_key, parse_chunk_key, worker_prefix, NetPointer};
-use store::{Store, StoreError};
+use store::layout::NetPointer;
+use store::Store;
 
-use super::{key_path, DistributedError, CHUNK_EXT};
+use super::upload::Uploader;
+use super::{DistributedError, TRAINER};
 use crate::config::Config;
-use crate::selfplay::data::{encode_games, GameRecord};
 use crate::selfplay::{self, Finished};
-
-/// Keys per listing request when a worker looks for its last chunk.
-const LIST_PAGE: usize = 1000;
 
 /// One worker process's settings.
 #[derive(Clone, Debug)]
@@ -30,6 +27,54 @@ pub struct WorkerSession {
     /// Stop cleanly (last partial chunk uploaded) after this long.
     pub minutes: Option<f64>,
     pub seed: u64,
+}
+
+/// A worker's own hardware settings, laid over the run's config: the
+/// `[inference]` keys and `[selfplay] workers` change how fast a machine
+/// plays, never what it plays (the net, the search, the games' targets
+/// stay the run's), so each worker may size them for its own CPU or GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Hardware {
+    pub replicas: Option<usize>,
+    pub threads: Option<usize>,
+    pub max_batch: Option<usize>,
+    pub max_wait_us: Option<u64>,
+    pub precision: Option<models::Precision>,
+    /// `[selfplay] workers`: games played at once.
+    pub workers: Option<usize>,
+}
+
+impl Hardware {
+    /// Lays these settings over `config`, each checked as the config's own
+    /// key is; an error names the flag (`--replicas`, ...) that sets it.
+    pub fn apply(&self, config: &mut Config) -> Result<(), DistributedError> {
+        let inference = &mut config.inference;
+        set(&mut inference.replicas, self.replicas);
+        set(&mut inference.threads, self.threads);
+        set(&mut inference.max_batch, self.max_batch);
+        set(&mut inference.max_wait_us, self.max_wait_us);
+        set(&mut inference.precision, self.precision);
+        set(&mut config.selfplay.workers, self.workers);
+        let invalid = |section: &str, e: engine::InvalidKey| DistributedError::Hardware {
+            flag: format!("--{}", e.key.replace('_', "-")),
+            key: format!("{section}.{}", e.key),
+            why: e.why,
+        };
+        config
+            .inference
+            .validate()
+            .map_err(|e| invalid("inference", e))?;
+        config
+            .selfplay
+            .validate()
+            .map_err(|e| invalid("selfplay", e))
+    }
+}
+
+fn set<T>(key: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *key = value;
+    }
 }
 
 /// What a worker did, for its last log line.
@@ -62,27 +107,6 @@ pub fn new_worker_id() -> String {
     format!("{host}-{:08x}", rand::random::<u32>())
 }
 
-/// The number after the last chunk under `worker`'s prefix (0 if none), so
-/// that a restarted worker with the same name carries on its sequence.
-pub fn next_seq(store: &Store, worker: &str) -> Result<u64, DistributedError> {
-    let prefix = worker_prefix(worker)?;
-    let mut cursor: Option<String> = None;
-    let mut next = 0;
-    loop {
-        let page = store.list_after(&prefix, cursor.as_deref(), LIST_PAGE)?;
-        let full = page.len() == LIST_PAGE;
-        for entry in &page {
-            if let Some((_, seq)) = parse_chunk_key(&entry.key, CHUNK_EXT) {
-                next = next.max(seq + 1);
-            }
-        }
-        match page.into_iter().last() {
-            Some(last) if full => cursor = Some(last.key),
-            _ => return Ok(next),
-        }
-    }
-}
-
 /// Plays and uploads until `stop` is set or `session.minutes` have passed.
 /// A store that cannot be reached at the start is an error at once; later
 /// failures are logged and retried at the next poll, holding on to the
@@ -97,21 +121,32 @@ pub fn run(
     let deadline = session
         .minutes
         .map(|m| started + Duration::from_secs_f64(m * 60.0));
-    let (worker, seq) = match &session.worker_id {
-        Some(id) => (id.clone(), next_seq(store, id)?),
-        None => {
-            let id = new_worker_id();
-            worker_prefix(&id)?;
-            (id, 0)
-        }
+    let mut uploader = match &session.worker_id {
+        Some(id) if id == TRAINER => return Err(DistributedError::ReservedWorkerId(id.clone())),
+        Some(id) => Uploader::resume(store, id)?,
+        None => Uploader::new(store, &new_worker_id(), 0)?,
     };
+    let worker = uploader.worker().to_owned();
+    let chunk_games = config.distributed.chunk_games;
     let poll = Duration::from_secs_f64(config.distributed.poll_seconds);
     let mut summary = WorkerSummary {
         worker: worker.clone(),
         ..WorkerSummary::default()
     };
     let halted = || stop.load(Ordering::SeqCst) || deadline.is_some_and(|d| Instant::now() >= d);
-    tracing::info!(%worker, first_chunk = seq, store = store.url(), "self-play worker");
+    let inference = &config.inference;
+    tracing::info!(
+        %worker,
+        first_chunk = uploader.next_seq(),
+        store = store.url(),
+        games_at_once = config.selfplay.workers,
+        replicas = inference.replicas,
+        threads = inference.threads,
+        max_batch = inference.max_batch,
+        max_wait_us = inference.max_wait_us,
+        precision = ?inference.precision,
+        "self-play worker"
+    );
 
     // The first net: the pointer's absence is the trainer not having
     // published yet, so wait; an error on the very first request is a
@@ -155,13 +190,6 @@ pub fn run(
     let train_step = AtomicU64::new(pointer.step);
     let workers_stop = AtomicBool::new(false);
     let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
-    let mut uploader = Uploader {
-        store,
-        worker: &worker,
-        seq,
-        chunk_games: config.distributed.chunk_games,
-        pending: Vec::new(),
-    };
     let mut current = pointer;
     let mut loaded_at = Instant::now();
 
@@ -184,23 +212,21 @@ pub fn run(
                 break Ok(());
             }
             match games_rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(finished) => uploader.pending.push(finished.record),
+                Ok(finished) => uploader.push([finished.record]),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break Ok(()),
             }
-            uploader
-                .pending
-                .extend(games_rx.try_iter().map(|f| f.record));
+            uploader.push(games_rx.try_iter().map(|f| f.record));
             let net_age = loaded_at.elapsed().as_secs_f64();
-            while uploader.pending.len() >= uploader.chunk_games {
-                match uploader.upload(uploader.chunk_games) {
-                    Ok(games) => {
+            while uploader.pending() >= chunk_games {
+                match uploader.upload(chunk_games) {
+                    Ok(uploaded) => {
                         summary.chunks += 1;
-                        summary.games += games as u64;
+                        summary.games += uploaded.games.len() as u64;
                         tracing::info!(
                             %worker,
-                            chunk = uploader.seq - 1,
-                            games,
+                            chunk = uploaded.seq,
+                            games = uploaded.games.len(),
                             net_step = current.step,
                             net_age_s = format!("{net_age:.0}"),
                             "chunk uploaded"
@@ -240,9 +266,7 @@ pub fn run(
         server.shutdown();
         let played = players.join().expect("self-play thread");
         // Games that finished while stopping are uploaded too.
-        uploader
-            .pending
-            .extend(games_rx.try_iter().map(|f| f.record));
+        uploader.push(games_rx.try_iter().map(|f| f.record));
         outcome?;
         match played {
             Ok(()) | Err(engine::EvalError::Disconnected) => Ok(()),
@@ -250,10 +274,10 @@ pub fn run(
         }
     });
     // What is left, in one last (possibly short) chunk.
-    while !uploader.pending.is_empty() {
-        let games = uploader.upload(uploader.chunk_games.min(uploader.pending.len()))?;
+    while uploader.pending() > 0 {
+        let uploaded = uploader.upload(chunk_games)?;
         summary.chunks += 1;
-        summary.games += games as u64;
+        summary.games += uploaded.games.len() as u64;
     }
     result?;
     summary.seconds = started.elapsed().as_secs_f64();
@@ -316,45 +340,6 @@ fn switch_net(
     }
 }
 
-/// A worker's games on their way to the store, and its next chunk number.
-struct Uploader<'a> {
-    store: &'a Store,
-    worker: &'a str,
-    seq: u64,
-    chunk_games: usize,
-    pending: Vec<GameRecord>,
-}
-
-impl Uploader<'_> {
-    /// Uploads the first `n` pending games as the next chunk and returns how
-    /// many. A key someone else wrote (two workers given one `--worker-id`)
-    /// is logged and skipped for the next free number: never overwritten.
-    fn upload(&mut self, n: usize) -> Result<usize, DistributedError> {
-        let key = chunk_key(self.worker, self.seq, CHUNK_EXT)?;
-        let bytes = encode_games(key_path(&key), &self.pending[..n])?;
-        loop {
-            let key = chunk_key(self.worker, self.seq, CHUNK_EXT)?;
-            match self.store.put_new(&key, bytes.clone()) {
-                Ok(()) => {
-                    self.seq += 1;
-                    self.pending.drain(..n);
-                    return Ok(n);
-                }
-                Err(StoreError::AlreadyExists { .. }) => {
-                    let next = next_seq(self.store, self.worker)?.max(self.seq + 1);
-                    tracing::error!(
-                        %key,
-                        next,
-                        "another writer holds this chunk key (is --worker-id used twice?); skipping to the next free number"
-                    );
-                    self.seq = next;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-}
-
 /// Sleeps `total` in short steps; true if `halted` said to stop.
 fn sleep_unless(total: Duration, halted: &impl Fn() -> bool) -> bool {
     let end = Instant::now() + total;
@@ -369,67 +354,76 @@ fn sleep_unless(total: Duration, halted: &impl Fn() -> bool) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
+    use store::layout::worker_prefix;
+
+    #[test]
+    fn hardware_settings_override_the_run_config_and_are_checked() {
+        let run = Config::default_config();
+        let mut config = run.clone();
+        Hardware::default().apply(&mut config).unwrap();
+        assert_eq!(config, run);
+        let gpu = Hardware {
+            replicas: Some(3),
+            threads: Some(2),
+            max_batch: Some(1024),
+            max_wait_us: Some(100),
+            precision: Some(models::Precision::Bf16),
+            workers: Some(768),
+        };
+        gpu.apply(&mut config).unwrap();
+        assert_eq!(config.inference.replicas, 3);
+        assert_eq!(config.inference.threads, 2);
+        assert_eq!(config.inference.max_batch, 1024);
+        assert_eq!(config.inference.max_wait_us, 100);
+        assert_eq!(config.inference.precision, models::Precision::Bf16);
+        assert_eq!(config.selfplay.workers, 768);
+        // Everything else is the run's.
+        assert_eq!(config.search, run.search);
+        assert_eq!(config.net, run.net);
+        assert_eq!(
+            config.selfplay.playouts, run.selfplay.playouts,
+            "only workers changes in [selfplay]"
+        );
+        for (bad, flag) in [
+            (
+                Hardware {
+                    replicas: Some(0),
+                    ..Hardware::default()
+                },
+                "--replicas",
+            ),
+            (
+                Hardware {
+                    max_batch: Some(0),
+                    ..Hardware::default()
+                },
+                "--max-batch",
+            ),
+            (
+                Hardware {
+                    threads: Some(5000),
+                    ..Hardware::default()
+                },
+                "--threads",
+            ),
+            (
+                Hardware {
+                    workers: Some(0),
+                    ..Hardware::default()
+                },
+                "--workers",
+            ),
+        ] {
+            let err = bad.apply(&mut run.clone()).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{flag}: {err}");
+        }
+    }
 
     #[test]
     fn worker_ids_are_key_segments_and_differ() {
         let (a, b) = (new_worker_id(), new_worker_id());
         assert!(worker_prefix(&a).is_ok(), "{a}");
         assert_ne!(a, b);
-    }
-
-    #[test]
-    fn a_named_worker_carries_on_its_sequence() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-        assert_eq!(next_seq(&store, "w").unwrap(), 0);
-        for seq in [0, 1, 7] {
-            let key = chunk_key("w", seq, CHUNK_EXT).unwrap();
-            store.put_new(&key, &b"x"[..]).unwrap();
-        }
-        store.put_new("games/w/other.txt", &b"x"[..]).unwrap();
-        store.put_new("games/wx/00000099.mzg", &b"x"[..]).unwrap();
-        assert_eq!(next_seq(&store, "w").unwrap(), 8);
-    }
-
-    #[test]
-    fn a_taken_chunk_key_is_skipped_never_overwritten() {
-        use crate::selfplay::data::{decode_games, MoveRecord};
-        use engine::{Outcome, Position, Reason};
-
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path().to_str().unwrap()).unwrap();
-        // Another process with the same --worker-id got there first.
-        store
-            .put_new("games/w/00000000.mzg", &b"theirs"[..])
-            .unwrap();
-        let start = Position::start();
-        let game = GameRecord {
-            start,
-            moves: vec![MoveRecord {
-                mv: start.legal_moves()[0],
-                visits: vec![1; start.legal_moves().len()],
-                search_value: 0.0,
-            }],
-            outcome: Outcome::draw(Reason::Adjudication),
-            network: 0,
-        };
-        let mut uploader = Uploader {
-            store: &store,
-            worker: "w",
-            seq: 0,
-            chunk_games: 2,
-            pending: vec![game.clone(); 3],
-        };
-        assert_eq!(uploader.upload(2).unwrap(), 2);
-        assert_eq!(uploader.pending.len(), 1);
-        assert_eq!(uploader.seq, 2);
-        let theirs = store.get("games/w/00000000.mzg").unwrap().unwrap();
-        assert_eq!(&theirs[..], b"theirs");
-        let ours = store.get("games/w/00000001.mzg").unwrap().unwrap();
-        let key = Path::new("games/w/00000001.mzg");
-        assert_eq!(decode_games(key, &ours).unwrap(), vec![game; 2]);
     }
 }

@@ -1,6 +1,8 @@
-//! Self-play game records and the chunk files that hold them.
+//! Self-play game records and the chunks that hold them (the objects
+//! `games/<worker>/<seq:08>.mzg` of a run's store, see
+//! [`crate::distributed`]).
 //!
-//! A chunk (`chunk-NNNNNNNN.mzg`) is little-endian binary:
+//! A chunk is little-endian binary:
 //!
 //! | field | bytes |
 //! | --- | --- |
@@ -24,8 +26,6 @@
 //! The header repeats the game and sample counts so that a reader can size
 //! the replay window from headers alone.
 
-use std::fs::File;
-use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use engine::types::NUM_SQUARES;
@@ -63,7 +63,8 @@ impl GameRecord {
 
 pub const MAGIC: [u8; 8] = *b"MZGCHUNK";
 pub const VERSION: u32 = 1;
-const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8;
+/// Bytes of the header: magic, version, games, samples, body length.
+pub const HEADER_LEN: usize = 8 + 4 + 4 + 8 + 8;
 const CRC_LEN: usize = 4;
 const FLAG_TARGET: u8 = 1;
 const FLAG_SPARSE: u8 = 2;
@@ -79,15 +80,9 @@ const REASONS: [Reason; 8] = [
     Reason::Resignation,
 ];
 
-/// What is wrong with a chunk, naming the file.
+/// What is wrong with a chunk, naming it (its key in a store).
 #[derive(Debug, Error)]
 pub enum DataError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
     #[error("{}: truncated: {size} bytes, expected {expected}", path.display())]
     Truncated {
         path: PathBuf,
@@ -161,19 +156,9 @@ pub struct ChunkHeader {
     body_len: u64,
 }
 
-/// Writes `games` to `path` atomically (temporary file, fsync, rename).
-/// Each game is checked first, as `read_chunk` will check it, so that a bad
-/// record fails here rather than making the chunk unreadable.
-pub fn write_chunk(path: &Path, games: &[GameRecord]) -> Result<(), DataError> {
-    let bytes = encode_games(path, games)?;
-    models::weights::write_atomically(path, &bytes).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// A chunk of `games` as bytes, for a store rather than a file (`name`
-/// names it in errors). Each game is checked first, as in [`write_chunk`].
+/// A chunk of `games` as bytes, for a store (`name` names it in errors).
+/// Each game is checked first, as [`decode_games`] will check it, so that
+/// a bad record fails here rather than making the chunk unreadable.
 pub fn encode_games(name: &Path, games: &[GameRecord]) -> Result<Vec<u8>, DataError> {
     for (index, game) in games.iter().enumerate() {
         validate(name, index, game)?;
@@ -182,81 +167,19 @@ pub fn encode_games(name: &Path, games: &[GameRecord]) -> Result<Vec<u8>, DataEr
 }
 
 /// Reads and checks every game of a chunk held in memory (one read from a
-/// store), with the checks of [`read_chunk`]; `name` names it in errors.
+/// store); `name` names it in errors.
 pub fn decode_games(name: &Path, bytes: &[u8]) -> Result<Vec<GameRecord>, DataError> {
     decode_chunk(name, bytes)
 }
 
-/// Reads and checks every game of a chunk.
-pub fn read_chunk(path: &Path) -> Result<Vec<GameRecord>, DataError> {
-    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    decode_chunk(path, &bytes)
-}
-
-/// Reads only the header of a chunk and checks it against the file size,
-/// without reading the games (so without the CRC check).
-pub fn read_chunk_header(path: &Path) -> Result<ChunkHeader, DataError> {
-    let io_error = |source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = File::open(path).map_err(io_error)?;
-    let size = file.metadata().map_err(io_error)?.len();
-    let mut bytes = Vec::with_capacity(HEADER_LEN);
-    file.take(HEADER_LEN as u64)
-        .read_to_end(&mut bytes)
-        .map_err(io_error)?;
-    let header = parse_header(path, &bytes, size)?;
-    check_size(path, &header, size)?;
+/// The header of a chunk of `size` bytes from its first bytes (at least
+/// [`HEADER_LEN`] of them, or all of a shorter chunk), checked against the
+/// size but not the checksum: a reader sizes the replay window from headers
+/// before it reads the chunks the window needs.
+pub fn decode_header(name: &Path, first: &[u8], size: u64) -> Result<ChunkHeader, DataError> {
+    let header = parse_header(name, first, size)?;
+    check_size(name, &header, size)?;
     Ok(header)
-}
-
-/// The chunk files of `dir`, sorted by name (which is write order). A
-/// missing directory holds no chunks.
-pub fn list_chunks(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
-    let io_error = |source| DataError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(e)),
-    };
-    let mut chunks = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_error)?;
-        if entry.file_name().to_str().and_then(chunk_number).is_some() {
-            chunks.push(entry.path());
-        }
-    }
-    chunks.sort();
-    Ok(chunks)
-}
-
-/// The path for the next chunk of `dir`: one past the highest number there
-/// (`chunk-00000000.mzg` in an empty or missing directory). Meant for a
-/// single writer per directory.
-pub fn next_chunk_path(dir: &Path) -> PathBuf {
-    let next = list_chunks(dir)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.file_name()?.to_str().and_then(chunk_number))
-        .max()
-        .map_or(0, |n| n + 1);
-    dir.join(format!("chunk-{next:08}.mzg"))
-}
-
-/// The number in `chunk-NNNNNNNN.mzg`; temporary files and others are `None`.
-fn chunk_number(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("chunk-")?.strip_suffix(".mzg")?;
-    if digits.len() != 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 /// Replays `game`: every move legal, visits one per legal move with a
@@ -707,8 +630,7 @@ pub(crate) mod tests {
 
     #[test]
     fn round_trip_random_games() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path();
+        let name = Path::new("games/w/00000000.mzg");
         let mut rng = SmallRng::seed_from_u64(1);
         let mut games = Vec::new();
         for (i, outcome) in all_outcomes().into_iter().enumerate() {
@@ -726,54 +648,46 @@ pub(crate) mod tests {
             40,
             Outcome::draw(Reason::FiftyMove),
         ));
-        let path = next_chunk_path(dir);
-        write_chunk(&path, &games).unwrap();
-        assert_eq!(read_chunk(&path).unwrap(), games);
-        let header = read_chunk_header(&path).unwrap();
+        let bytes = encode_games(name, &games).unwrap();
+        assert_eq!(decode_games(name, &bytes).unwrap(), games);
+        let header = decode_header(name, &bytes[..HEADER_LEN], bytes.len() as u64).unwrap();
         assert_eq!(header.games as usize, games.len());
         let samples: usize = games.iter().map(GameRecord::samples).sum();
         assert_eq!(header.samples, samples as u64);
         // An empty chunk is valid too.
-        let empty = next_chunk_path(dir);
-        write_chunk(&empty, &[]).unwrap();
-        assert!(read_chunk(&empty).unwrap().is_empty());
+        let empty = encode_games(name, &[]).unwrap();
+        assert!(decode_games(name, &empty).unwrap().is_empty());
     }
 
     #[test]
     fn every_truncation_and_byte_flip_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path();
         let mut rng = SmallRng::seed_from_u64(2);
-        let path = dir.join("chunk-00000000.mzg");
-        write_chunk(&path, &small_games(&mut rng)).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let damaged = dir.join("damaged.mzg");
+        let damaged = Path::new("damaged.mzg");
+        let bytes = encode_games(damaged, &small_games(&mut rng)).unwrap();
         for len in 0..bytes.len() {
-            let err = decode_chunk(&damaged, &bytes[..len]).unwrap_err();
+            let err = decode_chunk(damaged, &bytes[..len]).unwrap_err();
+            assert!(matches!(err, DataError::Truncated { .. }), "{len}: {err}");
+            // The header alone shows it too, from the size.
+            let first = &bytes[..len.min(HEADER_LEN)];
+            let err = decode_header(damaged, first, len as u64).unwrap_err();
             assert!(matches!(err, DataError::Truncated { .. }), "{len}: {err}");
         }
         for at in 0..bytes.len() {
             for bit in 0..8 {
                 let mut copy = bytes.clone();
                 copy[at] ^= 1 << bit;
-                assert!(decode_chunk(&damaged, &copy).is_err(), "flip at {at}");
+                assert!(decode_chunk(damaged, &copy).is_err(), "flip at {at}");
             }
         }
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(matches!(
-            decode_chunk(&damaged, &longer),
+            decode_chunk(damaged, &longer),
             Err(DataError::TrailingBytes { .. })
         ));
-        // Through the file system: a truncated file fails both readers.
-        std::fs::write(&damaged, &bytes[..bytes.len() - 1]).unwrap();
         assert!(matches!(
-            read_chunk(&damaged),
-            Err(DataError::Truncated { .. })
-        ));
-        assert!(matches!(
-            read_chunk_header(&damaged),
-            Err(DataError::Truncated { .. })
+            decode_header(damaged, &longer[..HEADER_LEN], longer.len() as u64),
+            Err(DataError::TrailingBytes { .. })
         ));
     }
 
@@ -809,15 +723,14 @@ pub(crate) mod tests {
 
     #[test]
     fn writer_rejects_bad_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("chunk-00000000.mzg");
+        let path = Path::new("games/w/00000000.mzg");
         let mut rng = SmallRng::seed_from_u64(4);
         let outcome = Outcome::draw(Reason::Stalemate);
         let good = random_game(&mut rng, Position::start(), 3, outcome);
 
         let mut illegal = good.clone();
         illegal.moves[1].mv = illegal.moves[0].mv;
-        let err = write_chunk(&path, &[good.clone(), illegal]).unwrap_err();
+        let err = encode_games(path, &[good.clone(), illegal]).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -833,7 +746,7 @@ pub(crate) mod tests {
         let legal = Position::start().legal_moves().len();
         let mut short = good.clone();
         short.moves[0].visits = vec![1; 3];
-        let err = write_chunk(&path, &[short]).unwrap_err();
+        let err = encode_games(path, &[short]).unwrap_err();
         assert!(
             matches!(err, DataError::Visits { ply: 0, len: 3, legal: l, .. } if l == legal),
             "{err}"
@@ -842,17 +755,16 @@ pub(crate) mod tests {
         let mut zero = good.clone();
         zero.moves[0].visits = vec![0; legal];
         assert!(matches!(
-            write_chunk(&path, &[zero]),
+            encode_games(path, &[zero]),
             Err(DataError::Invalid { ply: 0, .. })
         ));
 
         let mut value = good.clone();
         value.moves[2].search_value = f32::NAN;
         assert!(matches!(
-            write_chunk(&path, &[value]),
+            encode_games(path, &[value]),
             Err(DataError::Invalid { ply: 2, .. })
         ));
-        assert!(!path.exists());
     }
 
     #[test]
@@ -870,33 +782,5 @@ pub(crate) mod tests {
             decode_chunk(path, &bytes),
             Err(DataError::BadMagic { .. })
         ));
-    }
-
-    #[test]
-    fn chunks_are_listed_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path();
-        assert!(list_chunks(&dir.join("missing")).unwrap().is_empty());
-        assert_eq!(
-            next_chunk_path(&dir.join("missing")),
-            dir.join("missing/chunk-00000000.mzg")
-        );
-        for name in [
-            "chunk-00000002.mzg",
-            "chunk-00000000.mzg",
-            ".chunk-00000003.mzg.tmp12",
-            "chunk-1.mzg",
-            "notes.txt",
-        ] {
-            std::fs::write(dir.join(name), b"").unwrap();
-        }
-        assert_eq!(
-            list_chunks(dir).unwrap(),
-            vec![
-                dir.join("chunk-00000000.mzg"),
-                dir.join("chunk-00000002.mzg")
-            ]
-        );
-        assert_eq!(next_chunk_path(dir), dir.join("chunk-00000003.mzg"));
     }
 }

@@ -1,7 +1,8 @@
-//! Games to watch: PGN files of a run directory (self-play writes
-//! `games/chunk-*.pgn` beside each chunk, so the newest file is the tail of
-//! a run in progress), uploaded PGN text, and the games of an arena played
-//! in this process (`mixzero arena --serve`), move by move.
+//! Games to watch: PGN files of a run directory (the trainer writes
+//! `pgn/NNNNNNNN.pgn` for each chunk of its own games, so the newest file
+//! is the tail of a run in progress; runs from before stores have
+//! `games/chunk-*.pgn`), uploaded PGN text, and the games of an arena
+//! played in this process (`mixzero arena --serve`), move by move.
 //!
 //! Paths from the page are confined to the run directory: relative, no
 //! `..`, a `.pgn` file whose canonical path lies inside the run directory's.
@@ -20,6 +21,10 @@ use super::protocol::{MoveText, OutcomeView, ProtocolError, Rules56};
 const MAX_PGN_FILE_BYTES: u64 = 32 * 1024 * 1024;
 /// Files listed, newest first.
 const MAX_LISTED: usize = 500;
+/// The folders of the run directory whose PGN files are listed besides
+/// its top: the trainer's chunks' (`pgn`) and, in runs from before stores,
+/// `games`.
+const PGN_DIRS: [&str; 2] = ["pgn", "games"];
 /// Games of the newest file shown as the live tail.
 const LIVE_TAIL: usize = 20;
 /// Arena boards kept (one per game played at once).
@@ -197,10 +202,11 @@ impl RunDir {
         String::from_utf8(data).map_err(|_| ProtocolError::NotUtf8)
     }
 
-    /// PGN files at the top of the run directory and in `games/`, newest first.
+    /// PGN files at the top of the run directory and in [`PGN_DIRS`],
+    /// newest first.
     pub fn list(&self) -> Vec<PgnFile> {
         let mut files = Vec::new();
-        for dir in ["", "games"] {
+        for dir in std::iter::once("").chain(PGN_DIRS) {
             let Ok(entries) = std::fs::read_dir(self.root.join(dir)) else {
                 continue;
             };
@@ -235,12 +241,14 @@ impl RunDir {
         files
     }
 
-    /// The newest self-play games: the last few of the newest chunk PGN.
+    /// The newest self-play games: the last few of the newest chunk PGN
+    /// (by name, which grows with the run; `pgn/` names sort after the
+    /// old layout's `games/chunk-`).
     pub fn live(&self) -> Result<GameList, ProtocolError> {
         let newest = self
             .list()
             .into_iter()
-            .filter(|f| f.path.starts_with("games/chunk-"))
+            .filter(|f| f.path.starts_with("pgn/") || f.path.starts_with("games/chunk-"))
             .max_by(|a, b| a.path.cmp(&b.path));
         let Some(file) = newest else {
             return Ok(GameList {
@@ -378,6 +386,25 @@ mod tests {
         }
         let listed: Vec<String> = dir.list().into_iter().map(|f| f.path).collect();
         assert!(listed.contains(&"games/chunk-00000001.pgn".to_string()));
+    }
+
+    #[test]
+    fn the_live_tail_is_the_newest_chunk_pgn_of_either_layout() {
+        let run = tempfile::tempdir().unwrap();
+        let game = "[Variant \"Chess-mix\"]\n[Result \"*\"]\n\n1. e5 *\n\n";
+        std::fs::create_dir_all(run.path().join("games")).unwrap();
+        std::fs::write(run.path().join("games/chunk-00000007.pgn"), game).unwrap();
+        let dir = RunDir::new(run.path()).unwrap();
+        let live = dir.live().unwrap();
+        assert_eq!(live.file.as_deref(), Some("games/chunk-00000007.pgn"));
+        assert_eq!(live.games.len(), 1);
+        std::fs::create_dir_all(run.path().join("pgn")).unwrap();
+        for name in ["00000000.pgn", "00000001.pgn"] {
+            std::fs::write(run.path().join("pgn").join(name), game.repeat(2)).unwrap();
+        }
+        let live = dir.live().unwrap();
+        assert_eq!(live.file.as_deref(), Some("pgn/00000001.pgn"));
+        assert_eq!(live.games.len(), 2);
     }
 
     #[test]

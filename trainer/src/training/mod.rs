@@ -9,20 +9,23 @@
 //! (`checkpoints/latest` names the newest), games and logs. Running the same
 //! command again resumes from it.
 //!
-//! With a store (`--store`, see [`crate::distributed`]) the run is shared
-//! with self-play workers on other machines: the trainer publishes its
-//! self-play nets there and trains on the workers' chunks too (or only on
-//! them, without self-play of its own).
+//! The run's games live in a store (see [`crate::distributed`]): the run
+//! directory itself, or with `--store` one shared with self-play workers
+//! on other machines, where the trainer also publishes its self-play nets
+//! and trains on the workers' chunks too (or only on them, without
+//! self-play of its own). Either way its own games are chunks under
+//! `games/trainer/`, and a resumed run rebuilds its window from the store.
 
 pub mod progress;
 pub mod replay;
 pub mod state;
 
+use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -37,11 +40,13 @@ use store::Store;
 use crate::config::Config;
 use crate::distributed as shared;
 use crate::distributed::ingest::{self, Chunk, Feed};
+use crate::distributed::upload::{Uploaded, Uploader};
+use crate::distributed::DistributedError;
 use crate::eval::ladder::{Evaluations, Job, Report};
 use crate::eval::rating::MATCHES_FILE;
 use crate::metrics::MetricsLog;
 use crate::run_dir::RunDir;
-use crate::selfplay::data::{self, GameRecord};
+use crate::selfplay::data::GameRecord;
 use crate::selfplay::{self, Finished};
 use crate::training::progress::{Progress, Status};
 use crate::training::replay::{build_batch, ReplayBuffer, ReuseLimiter};
@@ -163,35 +168,50 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
         );
     }
 
-    let (mut replay, warnings) = ReplayBuffer::load_dir(&dirs.games(), &config.replay)?;
-    for warning in warnings {
-        tracing::warn!("{warning}");
-    }
-    // The store's games so far (all of them when resuming: the window is
-    // rebuilt from the listing), before the reuse limit's starting point.
-    let mut store_input = None;
-    if let Some(store) = &session.store {
-        let mut feed = Feed::new(store.clone());
-        let mut input = StoreInput::default();
-        let polled = feed.poll(|chunk| input.add(chunk, &mut replay, None))?;
-        ingest::log_skipped(&polled);
-        tracing::info!(
-            chunks = input.chunks,
-            games = input.games,
-            store = store.url(),
-            "games read from the store"
-        );
-        let poll = Duration::from_secs_f64(config.distributed.poll_seconds);
-        input.feed =
-            Some(ingest::Background::start(feed, poll).context("starting the store feed")?);
-        store_input = Some(input);
-    }
+    // The games live in a store: the shared one, else the run directory
+    // itself, through the same code. A run directory from before stores
+    // may hold chunks of the old layout, read once here.
+    let run_store = Store::open_dir(dirs.root()).context("the run directory as a store")?;
+    let games_store = session.store.clone().unwrap_or_else(|| run_store.clone());
+    let mut feed = Feed::new(games_store.clone())
+        .with_legacy(run_store)
+        .skipping(shared::TRAINER);
+    let rebuilt = feed
+        .rebuild(&config.replay)
+        .context("rebuilding the replay window from the games")?;
+    ingest::log_skipped(&rebuilt.skipped);
+    tracing::info!(
+        chunks = rebuilt.chunks,
+        games = rebuilt.games,
+        read = rebuilt.read,
+        store = games_store.url(),
+        "replay window rebuilt from the stored games"
+    );
+    let mut replay = rebuilt.replay;
+    let poll = Duration::from_secs_f64(config.distributed.poll_seconds);
+    let mut own = OwnGames {
+        uploader: Uploader::resume(&games_store, shared::TRAINER)?,
+        chunk_games: config.distributed.chunk_games,
+        pgn_dir: dirs.pgn(),
+        retry: poll,
+        retry_at: None,
+    };
+    // With workers, their new chunks as they come.
+    let mut store_input = match session.store {
+        Some(_) => Some(StoreInput {
+            feed: Some(ingest::Background::start(feed, poll).context("starting the store feed")?),
+            chunks: rebuilt.chunks,
+            games: rebuilt.games,
+            ..StoreInput::default()
+        }),
+        None => None,
+    };
     // Samples from earlier sessions were trained on then: the reuse limit
     // counts this session's new samples against this session's steps.
     let samples_at_start = replay.total_samples_ever();
     if let Some(pgn) = &session.bootstrap {
         // Counted as new samples: training on them starts at once.
-        import_bootstrap(pgn, dirs, &mut replay)?;
+        import_bootstrap(pgn, dirs, &mut own, &mut replay)?;
     }
     tracing::info!(
         games = replay.games_in_window(),
@@ -213,9 +233,18 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     } else {
         models::weights::load(&checkpoints.weights(best), device)?
     };
-    if let Some(store) = &session.store {
-        publish_at_start(store, &checkpoints, best, state.progress.step)?;
-    }
+    let sharing = match &session.store {
+        Some(store) => Some(Sharing {
+            store,
+            published: Cell::new(publish_at_start(
+                store,
+                &checkpoints,
+                best,
+                state.progress.step,
+            )?),
+        }),
+        None => None,
+    };
     let server = InferenceServer::start(inference, config.inference);
     let client = server.client();
     let trainer = Trainer::new(&client, device)?;
@@ -291,7 +320,8 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             deadline,
             seed,
             samples_at_start,
-            store: session.store.as_ref(),
+            own: &mut own,
+            sharing: sharing.as_ref(),
             store_input: store_input.as_mut(),
         });
         workers_stop.store(true, Ordering::SeqCst);
@@ -301,8 +331,9 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             None => Ok(()),
         };
         // Games that finished while stopping are kept too.
-        let late: Vec<GameRecord> = games_rx.try_iter().map(|f| f.record).collect();
-        save_games(&dirs.games(), &late)?;
+        own.push(games_rx.try_iter().map(|f| f.record));
+        own.store(&mut Vec::new())
+            .context("storing the last self-play games")?;
         outcome?;
         match workers_result {
             Ok(()) | Err(engine::EvalError::Disconnected) => Ok(()),
@@ -320,68 +351,181 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
 /// a fresh run's first net, so that waiting workers start, or the last
 /// checkpoint of a trainer killed before it published it. With gating,
 /// `checkpoint` is the best net, published under the current step so that
-/// published steps only grow.
+/// published steps only grow. Returns the step the pointer names after.
 fn publish_at_start(
     store: &Store,
     checkpoints: &crate::run_dir::Checkpoints,
     checkpoint: u32,
     step: u64,
-) -> Result<()> {
+) -> Result<u64> {
     match store.latest_pointer()? {
-        Some(pointer) if pointer.step > step => tracing::warn!(
-            published = pointer.step,
-            step,
-            "the store holds a net of a later step than this run directory's; workers use it until the next checkpoint"
-        ),
-        Some(pointer) if pointer.step == step => {}
-        _ => {
-            shared::publish_checkpoint(store, checkpoints, checkpoint, step)?;
+        Some(pointer) if pointer.step > step => {
+            tracing::warn!(
+                published = pointer.step,
+                step,
+                "the store holds a net of a later step than this run directory's; workers use it until the next checkpoint"
+            );
+            Ok(pointer.step)
+        }
+        Some(pointer) if pointer.step == step => Ok(step),
+        _ => Ok(shared::publish_checkpoint(store, checkpoints, checkpoint, step)?.step),
+    }
+}
+
+/// The store shared with workers, and the training step of the newest net
+/// published to it, which the workers' games are measured against.
+struct Sharing<'a> {
+    store: &'a Store,
+    published: Cell<u64>,
+}
+
+impl Sharing<'_> {
+    /// Publishes checkpoint `checkpoint` (of training step `step`) to the
+    /// workers. A failure is logged, not fatal: the next checkpoint
+    /// publishes a newer net, and training goes on meanwhile.
+    fn publish(&self, dirs: &RunDir, checkpoint: u32, step: u64) {
+        match shared::publish_checkpoint(self.store, &dirs.checkpoints(), checkpoint, step) {
+            Ok(pointer) => self.published.set(pointer.step),
+            Err(e) => tracing::warn!(checkpoint, "cannot publish the net: {e}"),
         }
     }
-    Ok(())
 }
 
 /// The games read from a store this session, for the logs and metrics.
 #[derive(Default)]
 struct StoreInput {
     feed: Option<ingest::Background>,
+    /// Chunks and games taken from the store, the window's rebuild included.
     chunks: u64,
     games: u64,
     /// Seconds from upload to ingestion of the chunks since the last report.
     lag_sum: f64,
-    lag_chunks: u64,
+    /// Training steps from a chunk's newest net to the newest published
+    /// one, over the chunks since the last report.
+    net_age_sum: f64,
+    /// Chunks since the last report.
+    fresh: u64,
 }
 
 impl StoreInput {
-    /// Adds a chunk's games to `replay`; `now` measures its lag (none for
-    /// the chunks read at the start, which waited for the trainer).
-    fn add(&mut self, chunk: Chunk, replay: &mut ReplayBuffer, now: Option<std::time::SystemTime>) {
+    /// Adds a worker's chunk, ingested at `now`, to `replay`, measuring how
+    /// long it waited and how many steps behind `published` its net was.
+    fn add(&mut self, chunk: Chunk, replay: &mut ReplayBuffer, now: SystemTime, published: u64) {
         self.chunks += 1;
         self.games += chunk.games.len() as u64;
-        if let Some(now) = now {
-            let lag = now.duration_since(chunk.written).unwrap_or_default();
-            self.lag_sum += lag.as_secs_f64();
-            self.lag_chunks += 1;
-        }
+        self.fresh += 1;
+        let lag = now.duration_since(chunk.written).unwrap_or_default();
+        self.lag_sum += lag.as_secs_f64();
+        // A worker records the published step it played with; a chunk of
+        // games of several nets is as old as its newest one.
+        let newest = chunk.games.iter().map(|g| u64::from(g.network)).max();
+        self.net_age_sum += newest.map_or(0, |n| published.saturating_sub(n)) as f64;
         for game in chunk.games {
             replay.add(Arc::new(game));
         }
     }
 
-    /// The `store/*` scalars, the lag averaged over the chunks since the
-    /// last call (none if there were none). S3 dates objects to the second,
-    /// so the lag is good to about a second.
+    /// The `store/*` scalars, lag and net age averaged over the chunks
+    /// since the last call (none if there were none). S3 dates objects to
+    /// the second, so the lag is good to about a second.
     fn scalars(&mut self) -> Vec<(&'static str, f64)> {
         let mut scalars = vec![
             ("store/chunks_in", self.chunks as f64),
             ("store/games_in", self.games as f64),
         ];
-        if self.lag_chunks > 0 {
-            let lag = self.lag_sum / self.lag_chunks as f64;
-            scalars.push(("store/lag_seconds", lag));
+        if self.fresh > 0 {
+            let n = self.fresh as f64;
+            scalars.push(("store/lag_seconds", self.lag_sum / n));
+            scalars.push(("store/net_age_steps", self.net_age_sum / n));
         }
-        (self.lag_sum, self.lag_chunks) = (0.0, 0);
+        (self.lag_sum, self.net_age_sum, self.fresh) = (0.0, 0.0, 0);
         scalars
+    }
+}
+
+/// The trainer's own games on their way to the store, as a writer of its
+/// own ([`shared::TRAINER`]): each batch of finished games becomes a chunk
+/// (of at most `chunk_games` games) with a PGN of it in the run directory,
+/// and only then enters the replay window, so a game counts once it is
+/// stored.
+struct OwnGames {
+    uploader: Uploader,
+    chunk_games: usize,
+    pgn_dir: PathBuf,
+    /// How long a failed put waits for its retry, so that a store that is
+    /// down is not asked at every turn of the loop.
+    retry: Duration,
+    retry_at: Option<Instant>,
+}
+
+impl OwnGames {
+    fn push(&mut self, games: impl IntoIterator<Item = GameRecord>) {
+        self.uploader.push(games);
+    }
+
+    /// Stores every pending game, adding those stored to `stored`. The
+    /// first failure ends it with the error; what was not stored stays
+    /// pending.
+    fn store(&mut self, stored: &mut Vec<GameRecord>) -> Result<(), DistributedError> {
+        while self.uploader.pending() > 0 {
+            let uploaded = self.uploader.upload(self.chunk_games)?;
+            self.write_pgn(&uploaded);
+            stored.extend(uploaded.games);
+        }
+        Ok(())
+    }
+
+    /// [`store`](Self::store), where a failure is logged and retried after
+    /// a while (the games stay pending): returns the games stored.
+    fn store_or_retry(&mut self) -> Vec<GameRecord> {
+        let mut stored = Vec::new();
+        let waiting = self.retry_at.is_some_and(|at| Instant::now() < at);
+        if self.uploader.pending() == 0 || waiting {
+            return stored;
+        }
+        match self.store(&mut stored) {
+            Ok(()) => self.retry_at = None,
+            Err(e) => {
+                tracing::warn!(
+                    pending = self.uploader.pending(),
+                    "cannot store self-play games, retrying in {:.0} s: {e}",
+                    self.retry.as_secs_f64()
+                );
+                self.retry_at = Some(Instant::now() + self.retry);
+            }
+        }
+        stored
+    }
+
+    /// The chunk's games as PGN beside the run's other files, for people
+    /// and `mixzero serve`; the chunk is the record, so a failure here is
+    /// only logged.
+    fn write_pgn(&self, uploaded: &Uploaded) {
+        let path = self.pgn_dir.join(format!("{:08}.pgn", uploaded.seq));
+        let mut pgn = String::new();
+        for record in &uploaded.games {
+            let mut game = Game::new(record.start);
+            for m in &record.moves {
+                game.play_unchecked(m.mv);
+            }
+            if game.outcome().is_none() {
+                game.adjudicate(record.outcome);
+            }
+            let player = match record.network {
+                crate::selfplay::bootstrap::IMPORTED => "imported".to_string(),
+                n => format!("net {n}"),
+            };
+            let tags = [
+                ("Event", "mixzero self-play".to_string()),
+                ("White", player.clone()),
+                ("Black", player),
+            ];
+            pgn.push_str(&write_pgn(&game, &tags));
+            pgn.push('\n');
+        }
+        if let Err(e) = models::weights::write_atomically(&path, pgn.as_bytes()) {
+            tracing::warn!("cannot write {}: {e}", path.display());
+        }
     }
 }
 
@@ -488,14 +632,20 @@ struct TrainLoop<'a> {
     deadline: Option<Instant>,
     seed: u64,
     samples_at_start: u64,
-    store: Option<&'a Store>,
+    own: &'a mut OwnGames,
+    sharing: Option<&'a Sharing<'a>>,
     store_input: Option<&'a mut StoreInput>,
 }
 
-/// Adds the games of `pgn` to the run's games (a chunk, like self-play's)
+/// Adds the games of `pgn` to the run's games (stored like self-play's)
 /// and to `replay`, unless this run imported the same text before
 /// (`bootstrap.txt` in the run directory lists what it imported).
-fn import_bootstrap(pgn: &Path, dirs: &RunDir, replay: &mut ReplayBuffer) -> Result<()> {
+fn import_bootstrap(
+    pgn: &Path,
+    dirs: &RunDir,
+    own: &mut OwnGames,
+    replay: &mut ReplayBuffer,
+) -> Result<()> {
     let text = std::fs::read_to_string(pgn)
         .with_context(|| format!("cannot read --bootstrap {}", pgn.display()))?;
     let checksum = format!("{:08x}", crc32fast::hash(text.as_bytes()));
@@ -519,57 +669,24 @@ fn import_bootstrap(pgn: &Path, dirs: &RunDir, replay: &mut ReplayBuffer) -> Res
             pgn.display()
         );
     }
-    save_games(&dirs.games(), &imported.games)?;
     let samples: usize = imported.games.iter().map(GameRecord::samples).sum();
+    let count = imported.games.len();
+    own.push(imported.games);
+    let mut stored = Vec::new();
+    own.store(&mut stored)
+        .with_context(|| format!("storing the games of --bootstrap {}", pgn.display()))?;
     tracing::info!(
         pgn = %pgn.display(),
-        games = imported.games.len(),
+        games = count,
         samples,
         "bootstrap games imported"
     );
-    log.push_str(&format!(
-        "{checksum} {} games {}\n",
-        imported.games.len(),
-        pgn.display()
-    ));
+    log.push_str(&format!("{checksum} {count} games {}\n", pgn.display()));
     models::weights::write_atomically(&log_path, log.as_bytes())
         .with_context(|| format!("writing {}", log_path.display()))?;
-    for game in imported.games {
+    for game in stored {
         replay.add(Arc::new(game));
     }
-    Ok(())
-}
-
-/// Writes finished games as one chunk and its PGN, each atomically.
-fn save_games(dir: &Path, games: &[GameRecord]) -> Result<()> {
-    if games.is_empty() {
-        return Ok(());
-    }
-    let chunk = data::next_chunk_path(dir);
-    data::write_chunk(&chunk, games)?;
-    let mut pgn = String::new();
-    for record in games {
-        let mut game = Game::new(record.start);
-        for m in &record.moves {
-            game.play_unchecked(m.mv);
-        }
-        if game.outcome().is_none() {
-            game.adjudicate(record.outcome);
-        }
-        let player = match record.network {
-            crate::selfplay::bootstrap::IMPORTED => "imported".to_string(),
-            n => format!("net {n}"),
-        };
-        let tags = [
-            ("Event", "mixzero self-play".to_string()),
-            ("White", player.clone()),
-            ("Black", player),
-        ];
-        pgn.push_str(&write_pgn(&game, &tags));
-        pgn.push('\n');
-    }
-    models::weights::write_atomically(&chunk.with_extension("pgn"), pgn.as_bytes())
-        .with_context(|| format!("writing PGN beside {}", chunk.display()))?;
     Ok(())
 }
 
@@ -591,7 +708,8 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         deadline,
         seed,
         samples_at_start,
-        store,
+        own,
+        sharing,
         mut store_input,
     } = ctx;
     let gating = config.evaluation.gating;
@@ -611,7 +729,9 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     // A checkpoint of the run so far; with gating, self-play keeps its net.
     let save = |replay: &ReplayBuffer, games: u64| {
         let network = (!gating).then_some(network);
-        checkpoint(client, trainer, state, dirs, replay, games, network, store)
+        checkpoint(
+            client, trainer, state, dirs, replay, games, network, sharing,
+        )
     };
     // The step in flight, and the steps this session has finished (the train
     // state is locked while a step runs, so the loop keeps its own count).
@@ -629,7 +749,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         if time_up || stop.load(Ordering::SeqCst) {
             break;
         }
-        // Collect finished games; each is on disk before it counts.
+        // Collect finished games; each is stored before it counts.
         let mut finished = Vec::new();
         match games.recv_timeout(Duration::from_millis(50)) {
             Ok(f) => finished.push(f),
@@ -637,19 +757,18 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             Err(RecvTimeoutError::Disconnected) => bail!("self-play stopped unexpectedly"),
         }
         finished.extend(games.try_iter());
-        if !finished.is_empty() {
-            let records: Vec<GameRecord> = finished.iter().map(|f| f.record.clone()).collect();
-            save_games(&dirs.games(), &records)?;
-            for f in finished {
-                tally.add(&f);
-                replay.add(Arc::new(f.record));
-            }
+        for f in finished {
+            tally.add(&f);
+            own.push([f.record]);
         }
-        if let Some(input) = store_input.as_deref_mut() {
+        for game in own.store_or_retry() {
+            replay.add(Arc::new(game));
+        }
+        if let (Some(input), Some(sharing)) = (store_input.as_deref_mut(), sharing) {
             let chunks = input.feed.as_ref().map(ingest::Background::take);
-            let now = std::time::SystemTime::now();
+            let now = SystemTime::now();
             for chunk in chunks.into_iter().flatten() {
-                input.add(chunk, replay, Some(now));
+                input.add(chunk, replay, now, sharing.published.get());
             }
         }
 
@@ -726,7 +845,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ) {
                     gate_running = false;
                 }
-                handle_report(report, config, client, dirs, metrics, network, store)?;
+                handle_report(report, config, client, dirs, metrics, network, sharing)?;
             }
             if !gate_running {
                 if let Some((candidate, step)) = gate_queue.take() {
@@ -824,13 +943,13 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             last_log = Instant::now();
         }
     }
-    if let Some(input) = store_input {
+    if let (Some(input), Some(sharing)) = (store_input, sharing) {
         // The chunks uploaded until now, so that the session's count is
         // complete.
         if let Some(feed) = input.feed.take() {
-            let now = std::time::SystemTime::now();
+            let now = SystemTime::now();
             for chunk in feed.finish() {
-                input.add(chunk, replay, Some(now));
+                input.add(chunk, replay, now, sharing.published.get());
             }
         }
         metrics.scalars(start_step + steps_done, &input.scalars());
@@ -860,7 +979,7 @@ fn handle_report(
     dirs: &RunDir,
     metrics: &mut MetricsLog,
     network: &AtomicU32,
-    store: Option<&Store>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<()> {
     match report {
         Report::Rated {
@@ -911,8 +1030,8 @@ fn handle_report(
             );
             if promoted {
                 promote(client, dirs, candidate, network)?;
-                if let Some(store) = store {
-                    publish(store, dirs, candidate, step);
+                if let Some(sharing) = sharing {
+                    sharing.publish(dirs, candidate, step);
                 }
             }
         }
@@ -936,19 +1055,10 @@ fn promote(
     Ok(())
 }
 
-/// Publishes checkpoint `checkpoint` (of training step `step`) to the
-/// workers. A failure is logged, not fatal: the next checkpoint publishes
-/// a newer net, and training goes on meanwhile.
-fn publish(store: &Store, dirs: &RunDir, checkpoint: u32, step: u64) {
-    if let Err(e) = shared::publish_checkpoint(store, &dirs.checkpoints(), checkpoint, step) {
-        tracing::warn!(checkpoint, "cannot publish the net: {e}");
-    }
-}
-
 /// Saves a checkpoint where training runs and, given the self-play
 /// `network` to replace (no gating), copies it into every replica: each
 /// pauses for one device-to-device copy of the weights, between batches;
-/// with a `store`, it is published to the workers too.
+/// with `sharing`, it is published to the workers too.
 #[allow(clippy::too_many_arguments)]
 fn checkpoint(
     client: &InferenceClient,
@@ -958,7 +1068,7 @@ fn checkpoint(
     replay: &ReplayBuffer,
     games: u64,
     network: Option<&AtomicU32>,
-    store: Option<&Store>,
+    sharing: Option<&Sharing<'_>>,
 ) -> Result<u32> {
     let task_state = Arc::clone(state);
     let checkpoints = dirs.checkpoints();
@@ -989,8 +1099,64 @@ fn checkpoint(
         checkpoint = saved,
         "checkpoint written; self-play uses it now"
     );
-    if let Some(store) = store {
-        publish(store, dirs, saved, step);
+    if let Some(sharing) = sharing {
+        sharing.publish(dirs, saved, step);
     }
     Ok(saved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selfplay::data::MoveRecord;
+    use engine::{Outcome, Position, Reason};
+    use replay::ReplayConfig;
+
+    fn game(network: u32) -> GameRecord {
+        let start = Position::start();
+        GameRecord {
+            start,
+            moves: vec![MoveRecord {
+                mv: start.legal_moves()[0],
+                visits: vec![1; start.legal_moves().len()],
+                search_value: 0.0,
+            }],
+            outcome: Outcome::draw(Reason::Adjudication),
+            network,
+        }
+    }
+
+    #[test]
+    fn store_metrics_average_lag_and_net_age_over_new_chunks() {
+        let mut replay = ReplayBuffer::new(ReplayConfig {
+            min_window: 100,
+            alpha: 0.75,
+            beta: 0.4,
+            max_window: 100,
+        });
+        let mut input = StoreInput {
+            chunks: 3,
+            games: 9,
+            ..StoreInput::default()
+        };
+        let now = SystemTime::now();
+        let chunk = |networks: &[u32], seconds_ago| Chunk {
+            key: "games/w/00000000.mzg".into(),
+            games: networks.iter().map(|&n| game(n)).collect(),
+            written: now - Duration::from_secs(seconds_ago),
+        };
+        // Newest net of the first chunk: step 80, 20 behind; the second's
+        // was published after the trainer's newest (none behind).
+        input.add(chunk(&[40, 80], 4), &mut replay, now, 100);
+        input.add(chunk(&[120], 2), &mut replay, now, 100);
+        let scalars: std::collections::HashMap<_, _> = input.scalars().into_iter().collect();
+        assert_eq!(scalars["store/chunks_in"], 5.0);
+        assert_eq!(scalars["store/games_in"], 12.0);
+        assert_eq!(scalars["store/lag_seconds"], 3.0);
+        assert_eq!(scalars["store/net_age_steps"], 10.0);
+        assert_eq!(replay.total_samples_ever(), 3);
+        // Nothing new since: only the totals.
+        let scalars = input.scalars();
+        assert_eq!(scalars.len(), 2, "{scalars:?}");
+    }
 }

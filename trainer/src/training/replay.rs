@@ -2,7 +2,6 @@
 //! drawn from it.
 
 use std::collections::VecDeque;
-use std::path::Path;
 use std::sync::Arc;
 
 use engine::players::material_balance;
@@ -13,7 +12,7 @@ use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::selfplay::data::{self, DataError, GameRecord};
+use crate::selfplay::data::GameRecord;
 
 /// The window of recent samples that training draws from. It grows with the
 /// data as KataGo's does: samples of the first, weak networks leave it soon
@@ -157,38 +156,29 @@ impl ReplayBuffer {
         }
     }
 
-    /// Fills a buffer from the chunks of `dir`, as if their games had been
-    /// added in order. Only the newest chunks that cover the window are read in
-    /// full; the older ones count through their headers. A damaged chunk is
-    /// skipped with a warning, and its samples do not count.
-    pub fn load_dir(
-        dir: &Path,
+    /// A buffer rebuilt from a run's chunks, oldest first, as if their games
+    /// had been added in order: `samples[i]` is chunk `i`'s sample count (from
+    /// its header), and `read(i)` its games, or `None` if it turns out
+    /// damaged (its samples then do not count). Only the newest chunks that
+    /// cover the window are read; the older ones count through their headers.
+    pub fn rebuild<E>(
         config: &ReplayConfig,
-    ) -> Result<(ReplayBuffer, Vec<String>), DataError> {
-        let mut warnings = Vec::new();
-        let mut headers = Vec::new();
-        for path in data::list_chunks(dir)? {
-            match data::read_chunk_header(&path) {
-                Ok(header) => headers.push((path, header.samples)),
-                Err(e) => warnings.push(format!("skipped damaged chunk: {e}")),
-            }
-        }
-        let mut total: u64 = headers.iter().map(|(_, samples)| samples).sum();
+        samples: &[u64],
+        mut read: impl FnMut(usize) -> Result<Option<Vec<GameRecord>>, E>,
+    ) -> Result<ReplayBuffer, E> {
+        let mut total: u64 = samples.iter().sum();
         let mut loaded = Vec::new();
         let mut covered = 0;
-        for (path, samples) in headers.iter().rev() {
+        for (index, &count) in samples.iter().enumerate().rev() {
             if covered >= config.window(total) as u64 {
                 break;
             }
-            match data::read_chunk(path) {
-                Ok(games) => {
-                    covered += samples;
+            match read(index)? {
+                Some(games) => {
+                    covered += count;
                     loaded.push(games);
                 }
-                Err(e) => {
-                    total -= samples;
-                    warnings.push(format!("skipped damaged chunk: {e}"));
-                }
+                None => total -= count,
             }
         }
         let mut buffer = ReplayBuffer::new(*config);
@@ -196,7 +186,7 @@ impl ReplayBuffer {
         for game in loaded.into_iter().rev().flatten() {
             buffer.add(Arc::new(game));
         }
-        Ok((buffer, warnings))
+        Ok(buffer)
     }
 
     /// Samples ever added, dropped ones included.
@@ -414,7 +404,7 @@ impl ReuseLimiter {
 mod tests {
     use super::*;
     use crate::selfplay::data::tests::random_game;
-    use crate::selfplay::data::{write_chunk, MoveRecord};
+    use crate::selfplay::data::MoveRecord;
     use engine::{Outcome, Reason};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
@@ -780,28 +770,37 @@ mod tests {
     }
 
     #[test]
-    fn load_dir_matches_adding_and_skips_damage() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path();
+    fn rebuild_matches_adding_and_skips_damage() {
         let mut rng = SmallRng::seed_from_u64(14);
         let config = config(40, 60);
         let mut expected = ReplayBuffer::new(config);
-        for _ in 0..6 {
-            let games: Vec<GameRecord> = (0..3)
-                .map(|_| {
-                    random_game(
-                        &mut rng,
-                        Position::start(),
-                        20,
-                        Outcome::draw(Reason::FiftyMove),
-                    )
-                })
-                .collect();
-            write_chunk(&data::next_chunk_path(dir), &games).unwrap();
-            games.into_iter().for_each(|g| expected.add(Arc::new(g)));
+        let chunks: Vec<Vec<GameRecord>> = (0..6)
+            .map(|_| {
+                (0..3)
+                    .map(|_| {
+                        random_game(
+                            &mut rng,
+                            Position::start(),
+                            20,
+                            Outcome::draw(Reason::FiftyMove),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        for game in chunks.iter().flatten() {
+            expected.add(Arc::new(game.clone()));
         }
-        let (buffer, warnings) = ReplayBuffer::load_dir(dir, &config).unwrap();
-        assert!(warnings.is_empty(), "{warnings:?}");
+        let samples: Vec<u64> = chunks
+            .iter()
+            .map(|games| games.iter().map(|g| g.samples() as u64).sum())
+            .collect();
+        let mut read = Vec::new();
+        let buffer = ReplayBuffer::rebuild(&config, &samples, |i| {
+            read.push(i);
+            Ok::<_, ()>(Some(chunks[i].clone()))
+        })
+        .unwrap();
         assert_eq!(buffer.total_samples_ever(), expected.total_samples_ever());
         assert_eq!(buffer.games_in_window(), expected.games_in_window());
         for (a, b) in buffer.games.iter().zip(&expected.games) {
@@ -810,43 +809,39 @@ mod tests {
                 (b.first, &b.targets, &*b.game)
             );
         }
-
-        // Damage the newest chunk: its samples no longer count.
-        let chunks = data::list_chunks(dir).unwrap();
-        let newest = chunks.last().unwrap();
-        let lost = data::read_chunk_header(newest).unwrap().samples;
-        let mut bytes = std::fs::read(newest).unwrap();
-        let mid = bytes.len() / 2;
-        bytes[mid] ^= 0x10;
-        std::fs::write(newest, &bytes).unwrap();
-        // And truncate the oldest, which only its header would show.
-        let oldest = &chunks[0];
-        let lost_old = data::read_chunk_header(oldest).unwrap().samples;
-        let bytes = std::fs::read(oldest).unwrap();
-        std::fs::write(oldest, &bytes[..bytes.len() - 3]).unwrap();
-
-        let (buffer, warnings) = ReplayBuffer::load_dir(dir, &config).unwrap();
-        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        // Newest first, and only as far back as the window reaches.
+        let window = config.window(expected.total_samples_ever()) as u64;
+        let needed = samples.iter().rev().scan(0, |sum, &n| {
+            let before = *sum;
+            *sum += n;
+            Some(before)
+        });
+        let needed = needed.take_while(|&before| before < window).count();
         assert!(
-            warnings.iter().any(|w| w.contains("checksum")),
-            "{warnings:?}"
+            needed < chunks.len(),
+            "the test should leave a chunk unread"
         );
-        assert!(
-            warnings.iter().any(|w| w.contains("truncated")),
-            "{warnings:?}"
-        );
+        let newest_first: Vec<usize> = (chunks.len() - needed..chunks.len()).rev().collect();
+        assert_eq!(read, newest_first);
+
+        // The newest chunk turns out damaged: its samples do not count.
+        let buffer = ReplayBuffer::rebuild(&config, &samples, |i| {
+            Ok::<_, ()>((i != chunks.len() - 1).then(|| chunks[i].clone()))
+        })
+        .unwrap();
+        let lost = samples[chunks.len() - 1];
         assert_eq!(
             buffer.total_samples_ever(),
-            expected.total_samples_ever() - lost - lost_old
+            expected.total_samples_ever() - lost
         );
         assert!(buffer.games_in_window() > 0);
+        // A failed read ends the rebuild with its error.
         assert_eq!(
-            ReplayBuffer::load_dir(&dir.join("none"), &config)
-                .unwrap()
-                .0
-                .total_samples_ever(),
-            0
+            ReplayBuffer::rebuild(&config, &samples, |_| Err("offline")).err(),
+            Some("offline")
         );
+        let empty = ReplayBuffer::rebuild(&config, &[], |_| Ok::<_, ()>(None)).unwrap();
+        assert_eq!(empty.total_samples_ever(), 0);
     }
 
     #[test]
