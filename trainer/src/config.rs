@@ -139,11 +139,26 @@ impl Config {
                 ),
             ));
         }
-        if self.training.material_weight > 0.0 && !self.net.material_head {
-            return Err((
-                "training.material_weight".into(),
-                "a weight above 0 needs net.material_head = true".into(),
-            ));
+        let heads = [
+            (
+                "material",
+                self.training.material_weight,
+                self.net.material_head,
+            ),
+            (
+                "moves_left",
+                self.training.moves_left_weight,
+                self.net.moves_left_head,
+            ),
+            ("reply", self.training.reply_weight, self.net.reply_head),
+        ];
+        for (head, weight, present) in heads {
+            if weight > 0.0 && !present {
+                return Err((
+                    format!("training.{head}_weight"),
+                    format!("a weight above 0 needs net.{head}_head = true"),
+                ));
+            }
         }
         Ok(())
     }
@@ -270,6 +285,14 @@ mod tests {
             ),
             ("[replay]\nalpha = 1.5", "replay.alpha"),
             ("[net]\nmaterial_head = false", "training.material_weight"),
+            (
+                "[net]\nmoves_left_head = false\n[training]\nmoves_left_weight = 0.5",
+                "training.moves_left_weight",
+            ),
+            (
+                "[net]\nreply_head = false\n[training]\nreply_weight = 0.5",
+                "training.reply_weight",
+            ),
             ("[search]\ncapture_prior = 1.0", "search.capture_prior"),
             ("[search]\nhistory = 1", "search.history"),
             (
@@ -284,6 +307,19 @@ mod tests {
                 err.contains(key) && err.contains("test.toml"),
                 "{key}: {err}"
             );
+        }
+        // A weight without its head names both keys.
+        for head in ["material", "moves_left", "reply"] {
+            let text = format!("[net]\n{head}_head = false\n[training]\n{head}_weight = 0.5");
+            let err = Config::parse(&text, "test.toml").unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("training.{head}_weight"))
+                    && err.contains(&format!("net.{head}_head = true")),
+                "{err}"
+            );
+            // A head with no weight is allowed (trained by nothing, but loadable).
+            let text = format!("[net]\n{head}_head = true\n[training]\n{head}_weight = 0.0");
+            Config::parse(&text, "test.toml").unwrap();
         }
         let err = Config::parse("[net", "broken.toml")
             .unwrap_err()

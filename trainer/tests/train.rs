@@ -64,7 +64,14 @@ fn trains_resumes_and_keeps_everything() {
     assert!(run.join("config.toml").exists());
     assert!(run.join("version.txt").exists());
     let metrics = std::fs::read_to_string(run.join("logs/metrics.jsonl")).unwrap();
-    for tag in ["loss/policy", "loss/value", "selfplay/games_per_hour"] {
+    for tag in [
+        "loss/policy",
+        "loss/value",
+        "loss/material",
+        "loss/moves_left",
+        "loss/reply",
+        "selfplay/games_per_hour",
+    ] {
         assert!(metrics.contains(tag), "{tag} missing from metrics.jsonl");
     }
 

@@ -686,6 +686,8 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("train/policy_accuracy", step_stats.policy_accuracy),
                         ("train/value_mse", step_stats.value_mse),
                         ("loss/material", step_stats.material_loss),
+                        ("loss/moves_left", step_stats.moves_left_loss),
+                        ("loss/reply", step_stats.reply_loss),
                         ("train/learning_rate", step_stats.learning_rate),
                     ],
                 );
