@@ -117,6 +117,27 @@ pub struct Architecture {
 }
 
 impl Architecture {
+    /// `(section.key, ours, theirs)` for every key whose value differs from
+    /// `other`'s, for errors about a net that does not fit a config.
+    pub fn differences(&self, other: &Architecture) -> Vec<(String, String, String)> {
+        let ours = serde_json::to_value(self).expect("an architecture serialises");
+        let theirs = serde_json::to_value(other).expect("an architecture serialises");
+        let mut found = Vec::new();
+        for (section, fields) in ours.as_object().into_iter().flatten() {
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                let other = &theirs[section][key];
+                if value != other {
+                    found.push((
+                        format!("{section}.{key}"),
+                        value.to_string(),
+                        other.to_string(),
+                    ));
+                }
+            }
+        }
+        found
+    }
+
     /// Arithmetic of one position's forward pass, a multiply-add counted as
     /// two operations, over every convolution and linear layer of
     /// [`Net::new`] (batch norms, activations and biases are a rounding
@@ -592,6 +613,35 @@ mod tests {
         let reply = ranks_seen(&net, |h| h.reply.as_ref().unwrap().get(0).get(0));
         assert_eq!(policy, [0, 1, 2, 3, 4]);
         assert_eq!(reply, [5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn differences_name_their_keys() {
+        let arch = Architecture {
+            net: NetConfig::new(2, 16),
+            encoder: EncoderConfig { history: 2 },
+        };
+        assert!(arch.differences(&arch).is_empty());
+        let other = Architecture {
+            net: NetConfig {
+                reply_head: true,
+                ..NetConfig::new(3, 16)
+            },
+            encoder: EncoderConfig { history: 4 },
+        };
+        let found = arch.differences(&other);
+        let expected = [
+            ("encoder.history", "2", "4"),
+            ("net.blocks", "2", "3"),
+            ("net.reply_head", "false", "true"),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        for (key, ours, theirs) in expected {
+            assert!(
+                found.contains(&(key.into(), ours.into(), theirs.into())),
+                "{key}: {found:?}"
+            );
+        }
     }
 
     #[test]
