@@ -1,6 +1,8 @@
 //! The residual network: a tower of residual blocks (optionally with
 //! squeeze-excitation), a policy head over the 8,900-move space and a
-//! win/draw/loss value head. Built in the style of tch-rs's `vision/resnet.rs`.
+//! win/draw/loss value head, and optional auxiliary heads that only training
+//! reads (material, moves left, the opponent's reply). Built in the style of
+//! tch-rs's `vision/resnet.rs`.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{self, ModuleT};
@@ -34,10 +36,26 @@ pub struct NetConfig {
     /// (training only: it shapes the trunk, the search never sees it).
     #[serde(default)]
     pub material_head: bool,
+    /// An auxiliary head predicting the plies left until the game ends, in
+    /// units of [`MOVES_LEFT_UNIT`] (lc0's moves-left head; training only).
+    #[serde(default)]
+    pub moves_left_head: bool,
+    /// An auxiliary second policy head predicting the opponent's reply
+    /// (KataGo's opponent policy; training only).
+    #[serde(default)]
+    pub reply_head: bool,
 }
 
 /// Channels of the material head's 1x1 convolution.
 const MATERIAL_CHANNELS: i64 = 8;
+
+/// Channels of the moves-left head's 1x1 convolution.
+const MOVES_LEFT_CHANNELS: i64 = 8;
+
+/// Plies that one unit of the moves-left head stands for: games last tens to
+/// hundreds of plies, so the head's output and its loss stay near 1 instead
+/// of in the hundreds.
+pub const MOVES_LEFT_UNIT: f64 = 100.0;
 
 fn default_value_channels() -> usize {
     32
@@ -56,6 +74,8 @@ impl NetConfig {
             value_channels: default_value_channels(),
             value_hidden: default_value_hidden(),
             material_head: false,
+            moves_left_head: false,
+            reply_head: false,
         }
     }
 
@@ -97,6 +117,27 @@ pub struct Architecture {
 }
 
 impl Architecture {
+    /// `(section.key, ours, theirs)` for every key whose value differs from
+    /// `other`'s, for errors about a net that does not fit a config.
+    pub fn differences(&self, other: &Architecture) -> Vec<(String, String, String)> {
+        let ours = serde_json::to_value(self).expect("an architecture serialises");
+        let theirs = serde_json::to_value(other).expect("an architecture serialises");
+        let mut found = Vec::new();
+        for (section, fields) in ours.as_object().into_iter().flatten() {
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                let other = &theirs[section][key];
+                if value != other {
+                    found.push((
+                        format!("{section}.{key}"),
+                        value.to_string(),
+                        other.to_string(),
+                    ));
+                }
+            }
+        }
+        found
+    }
+
     /// Arithmetic of one position's forward pass, a multiply-add counted as
     /// two operations, over every convolution and linear layer of
     /// [`Net::new`] (batch norms, activations and biases are a rounding
@@ -141,6 +182,13 @@ impl Architecture {
         if self.net.material_head {
             let mc = MATERIAL_CHANNELS as u64;
             layers.extend([conv(c, mc, 1, false), Layer::Linear(mc * squares, 1)]);
+        }
+        if self.net.moves_left_head {
+            let mc = MOVES_LEFT_CHANNELS as u64;
+            layers.extend([conv(c, mc, 1, false), Layer::Linear(mc * squares, 1)]);
+        }
+        if self.net.reply_head {
+            layers.extend([conv(c, c, 3, false), conv(c, MOVE_TYPES as u64, 1, true)]);
         }
         layers
     }
@@ -245,6 +293,8 @@ pub struct Net {
     policy: nn::FuncT<'static>,
     value: nn::FuncT<'static>,
     material: Option<nn::FuncT<'static>>,
+    moves_left: Option<nn::FuncT<'static>>,
+    reply: Option<nn::FuncT<'static>>,
 }
 
 /// Every head's output, for training.
@@ -255,6 +305,14 @@ pub struct Heads {
     pub value: Tensor,
     /// Material balance predictions `[N]` in (-1, 1), with the material head.
     pub material: Option<Tensor>,
+    /// Plies left until the game ends, divided by [`MOVES_LEFT_UNIT`], `[N]`
+    /// and at least 0, with the moves-left head.
+    pub moves_left: Option<Tensor>,
+    /// Logits `[N, 8900]` of the opponent's reply to the move about to be
+    /// played, with the reply head. They index the policy map in the
+    /// opponent's frame (`policy::move_index(opponent, reply)`), the index
+    /// the policy head gives that move in the next position.
+    pub reply: Option<Tensor>,
 }
 
 impl std::fmt::Debug for Net {
@@ -339,6 +397,49 @@ impl Net {
             })
         });
 
+        // Softplus keeps the prediction positive without the dead units a
+        // ReLU output could leave.
+        let moves_left = arch.net.moves_left_head.then(|| {
+            let conv = conv_bn_relu(&p / "moves_left" / "conv", c, MOVES_LEFT_CHANNELS, 1);
+            let fc = nn::linear(
+                &p / "moves_left" / "fc",
+                MOVES_LEFT_CHANNELS * BOARD * BOARD,
+                1,
+                Default::default(),
+            );
+            nn::func_t(move |xs, train| {
+                xs.apply_t(&conv, train)
+                    .flatten(1, -1)
+                    .apply(&fc)
+                    .softplus()
+                    .view([-1])
+            })
+        });
+
+        // The policy head's layers, with the output flipped vertically: the
+        // trunk sees the board in the side to move's frame, the reply is
+        // indexed in the opponent's, which is the same board flipped by rank
+        // (`policy::to_frame`). Flipping the `[N, 89, 10, 10]` output maps the
+        // logit of a move from square s (opponent's frame) onto the trunk's
+        // features at that square, so the head stays local like the policy
+        // head; which move type a channel means is the head's to learn.
+        let reply = arch.net.reply_head.then(|| {
+            let hidden = conv_bn_relu(&p / "reply" / "hidden", c, c, 3);
+            let out = nn::conv2d(
+                &p / "reply" / "out",
+                c,
+                MOVE_TYPES as i64,
+                1,
+                Default::default(),
+            );
+            nn::func_t(move |xs, train| {
+                xs.apply_t(&hidden, train)
+                    .apply(&out)
+                    .flip([2])
+                    .flatten(1, -1)
+            })
+        });
+
         Net {
             vs,
             arch,
@@ -347,6 +448,8 @@ impl Net {
             policy,
             value,
             material,
+            moves_left,
+            reply,
         }
     }
 
@@ -371,6 +474,11 @@ impl Net {
                 .material
                 .as_ref()
                 .map(|head| trunk.apply_t(head, train)),
+            moves_left: self
+                .moves_left
+                .as_ref()
+                .map(|head| trunk.apply_t(head, train)),
+            reply: self.reply.as_ref().map(|head| trunk.apply_t(head, train)),
         }
     }
 
@@ -446,33 +554,111 @@ mod tests {
         assert_eq!(policy.size(), [3, POLICY_SIZE as i64]);
         assert_eq!(value.size(), [3, 3]);
         assert!(net.parameter_count() > 0);
-        assert!(net.forward_heads(&xs, false).material.is_none());
-        let with_material = Net::new(
+        let bare = net.forward_heads(&xs, false);
+        assert!(bare.material.is_none() && bare.moves_left.is_none() && bare.reply.is_none());
+        let with_aux = Net::new(
             Architecture {
                 net: NetConfig {
                     material_head: true,
+                    moves_left_head: true,
+                    reply_head: true,
                     ..arch.net
                 },
                 ..arch
             },
             Device::Cpu,
         );
-        let heads = tch::no_grad(|| with_material.forward_heads(&xs, false));
+        let xs = Tensor::rand(arch.encoder.input_shape(3), (tch::Kind::Float, Device::Cpu));
+        let heads = tch::no_grad(|| with_aux.forward_heads(&xs, false));
         assert_eq!(heads.material.unwrap().size(), [3]);
+        let moves_left = heads.moves_left.unwrap();
+        assert_eq!(moves_left.size(), [3]);
+        assert!(moves_left.min().double_value(&[]) >= 0.0);
+        assert_eq!(heads.reply.unwrap().size(), [3, POLICY_SIZE as i64]);
+        // The auxiliary heads leave the search's outputs alone.
+        let (policy, value) = tch::no_grad(|| with_aux.forward_t(&xs, false));
+        assert!(policy.equal(&heads.policy) && value.equal(&heads.value));
+    }
+
+    /// Which input ranks a logit depends on (a non-zero gradient). One block
+    /// and the heads' two convolutions see 4 squares away at most.
+    fn ranks_seen(net: &Net, logit: impl Fn(&Heads) -> Tensor) -> Vec<i64> {
+        let arch = net.arch();
+        let xs = Tensor::rand(arch.encoder.input_shape(1), (tch::Kind::Float, Device::Cpu))
+            .set_requires_grad(true);
+        logit(&net.forward_heads(&xs, false)).backward();
+        let by_rank = xs
+            .grad()
+            .abs()
+            .sum_dim_intlist(&[0i64, 1, 3][..], false, tch::Kind::Float);
+        (0..10)
+            .filter(|&rank| by_rank.double_value(&[rank]) > 0.0)
+            .collect()
+    }
+
+    #[test]
+    fn the_reply_head_indexes_the_opponents_frame() {
+        let arch = Architecture {
+            net: NetConfig {
+                reply_head: true,
+                ..NetConfig::new(1, 8)
+            },
+            encoder: EncoderConfig { history: 1 },
+        };
+        let net = Net::new(arch, Device::Cpu);
+        // Policy index 0 is a move from a1 of the side to move's frame, at
+        // the trunk's rank 0; reply index 0 a move from a1 of the
+        // opponent's frame, the trunk's rank 9.
+        let policy = ranks_seen(&net, |h| h.policy.get(0).get(0));
+        let reply = ranks_seen(&net, |h| h.reply.as_ref().unwrap().get(0).get(0));
+        assert_eq!(policy, [0, 1, 2, 3, 4]);
+        assert_eq!(reply, [5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn differences_name_their_keys() {
+        let arch = Architecture {
+            net: NetConfig::new(2, 16),
+            encoder: EncoderConfig { history: 2 },
+        };
+        assert!(arch.differences(&arch).is_empty());
+        let other = Architecture {
+            net: NetConfig {
+                reply_head: true,
+                ..NetConfig::new(3, 16)
+            },
+            encoder: EncoderConfig { history: 4 },
+        };
+        let found = arch.differences(&other);
+        let expected = [
+            ("encoder.history", "2", "4"),
+            ("net.blocks", "2", "3"),
+            ("net.reply_head", "false", "true"),
+        ];
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        for (key, ours, theirs) in expected {
+            assert!(
+                found.contains(&(key.into(), ours.into(), theirs.into())),
+                "{key}: {found:?}"
+            );
+        }
     }
 
     #[test]
     fn the_layer_walk_matches_the_built_net() {
-        for (blocks, channels, se_ratio, material_head) in [
-            (1, 8, 0, false),
-            (2, 16, 4, true),
-            (4, 32, 0, true),
-            (3, 24, 2, false),
+        for (blocks, channels, se_ratio, aux) in [
+            (1, 8, 0, [false, false, false]),
+            (2, 16, 4, [true, false, true]),
+            (4, 32, 0, [true, true, true]),
+            (3, 24, 2, [false, true, false]),
         ] {
+            let [material_head, moves_left_head, reply_head] = aux;
             let arch = Architecture {
                 net: NetConfig {
                     se_ratio,
                     material_head,
+                    moves_left_head,
+                    reply_head,
                     ..NetConfig::new(blocks, channels)
                 },
                 encoder: EncoderConfig { history: 2 },

@@ -323,6 +323,94 @@ mod tests {
         std::fs::remove_dir_all(dir).unwrap();
     }
 
+    fn with_aux_heads() -> Net {
+        let arch = Architecture {
+            net: NetConfig {
+                material_head: true,
+                moves_left_head: true,
+                reply_head: true,
+                ..NetConfig::new(1, 8)
+            },
+            encoder: EncoderConfig::default(),
+        };
+        Net::new(arch, Device::Cpu)
+    }
+
+    /// `bytes` with the same tensors and the architecture metadata rewritten
+    /// by `edit`.
+    fn rewrite_architecture(bytes: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let tensors = SafeTensors::deserialize(bytes).unwrap();
+        let (_, metadata) = SafeTensors::read_metadata(bytes).unwrap();
+        let mut metadata = metadata.metadata().clone().unwrap();
+        let mut arch: serde_json::Value = serde_json::from_str(&metadata["architecture"]).unwrap();
+        edit(&mut arch);
+        metadata.insert("architecture".into(), arch.to_string());
+        safetensors::serialize(tensors.tensors(), Some(metadata)).unwrap()
+    }
+
+    #[test]
+    fn auxiliary_heads_round_trip() {
+        let net = with_aux_heads();
+        let loaded = from_bytes(&to_bytes(&net), "aux", Device::Cpu).unwrap();
+        assert_eq!(loaded.arch(), net.arch());
+        let xs = input(&net);
+        let (a, b) = tch::no_grad(|| {
+            (
+                net.forward_heads(&xs, false),
+                loaded.forward_heads(&xs, false),
+            )
+        });
+        for (x, y) in [
+            (a.material, b.material),
+            (a.moves_left, b.moves_left),
+            (a.reply, b.reply),
+        ] {
+            assert!(x.unwrap().allclose(&y.unwrap(), 1e-6, 1e-6, false));
+        }
+    }
+
+    #[test]
+    fn files_from_before_the_auxiliary_heads_load_without_them() {
+        // Written before the moves-left and reply heads existed: no such
+        // keys in the architecture.
+        let bytes = rewrite_architecture(&to_bytes(&small()), |arch| {
+            let net = arch["net"].as_object_mut().unwrap();
+            for key in ["material_head", "moves_left_head", "reply_head"] {
+                assert!(net.remove(key).is_some(), "{key}");
+            }
+        });
+        let net = from_bytes(&bytes, "old", Device::Cpu).unwrap();
+        assert_eq!(net.arch(), small().arch());
+        let heads = tch::no_grad(|| net.forward_heads(&input(&net), false));
+        assert!(heads.material.is_none() && heads.moves_left.is_none() && heads.reply.is_none());
+    }
+
+    #[test]
+    fn heads_that_disagree_with_the_tensors_are_reported() {
+        // A head the file claims but holds no tensors for.
+        let claims = rewrite_architecture(&to_bytes(&small()), |arch| {
+            arch["net"]["reply_head"] = true.into();
+        });
+        let err = from_bytes(&claims, "claims", Device::Cpu).unwrap_err();
+        assert!(
+            matches!(&err, WeightsError::Tensor { name, .. } if name.starts_with("reply.")),
+            "{err}"
+        );
+        // Tensors of a head the file does not claim.
+        let hides = rewrite_architecture(&to_bytes(&with_aux_heads()), |arch| {
+            arch["net"]["moves_left_head"] = false.into();
+        });
+        match from_bytes(&hides, "hides", Device::Cpu).unwrap_err() {
+            WeightsError::UnexpectedTensors { names, .. } => {
+                assert!(
+                    names.iter().all(|n| n.starts_with("moves_left.")),
+                    "{names:?}"
+                )
+            }
+            err => panic!("{err}"),
+        }
+    }
+
     #[test]
     fn damaged_files_give_typed_errors() {
         let bytes = to_bytes(&small());

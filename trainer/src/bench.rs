@@ -1,5 +1,6 @@
 //! Benchmarks: the inference server against bare forward passes (`bench nn`),
-//! MCTS through the server (`bench search`) and self-play (`bench selfplay`).
+//! MCTS through the server (`bench search`), self-play (`bench selfplay`) and
+//! training steps (`bench train`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,19 +8,23 @@ use std::time::{Duration, Instant};
 
 use engine::mcts::{Search, SearchConfig};
 use engine::{
-    EvalError, EvalRequest, Evaluation, Evaluator, Game, Move, Position, UniformEvaluator,
+    Color, EvalError, EvalRequest, Evaluation, Evaluator, Game, Move, Outcome, Position, Reason,
+    UniformEvaluator,
 };
 use models::encoding::{encode, EncoderConfig};
 use models::net::{Architecture, Net};
 use models::server::{encode_requests, InferenceClient, InferenceServer, ServerConfig};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::config::Config;
+use crate::selfplay::data::{GameRecord, MoveRecord};
 use crate::selfplay::run_workers;
+use crate::training::replay::{build_batch, Batch, ReplayBuffer};
+use crate::training::state::TrainState;
 
 /// Positions with their history, from seeded random games.
 pub struct Sample {
@@ -521,5 +526,196 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
         nodes_per_s: nodes as f64 / elapsed,
         mean_batch: client.map_or(0.0, |c| c.stats().mean_batch()),
         distinct_ply10_share: distinct as f64 / reached.max(1) as f64,
+    }
+}
+
+/// Training steps of one config's net per second (`bench train`).
+#[derive(Debug, Serialize)]
+pub struct TrainRow {
+    /// Where the config came from.
+    pub config: String,
+    pub net: String,
+    /// The auxiliary heads trained (a weight above 0), comma-separated.
+    pub aux_heads: String,
+    pub device: String,
+    /// The passes' number format (`Float`, `BFloat16`).
+    pub precision: String,
+    pub batch: usize,
+    /// The best round's rate.
+    pub steps_per_s: f64,
+    pub samples_per_s: f64,
+    /// Building one batch (sampling, encoding, targets), which the training
+    /// loop does on its own thread while the step before runs.
+    pub build_ms: f64,
+}
+
+/// Distinct batches each config's steps cycle through.
+const TRAIN_BATCHES: usize = 4;
+
+/// Training steps on `device` for each of `configs` (named), as `mixzero
+/// train` takes them: the config's net, precision and targets, on one thread
+/// with the libtorch threads of the replica whose thread trains on a CPU
+/// (one on a GPU, as the training thread has). The batches come from games
+/// of random moves shaped like self-play's (a `full_search_share` of policy
+/// targets, a quarter of the games stopped at the length cap). Rounds of the
+/// configs alternate and each keeps its best, so that a noisy moment on a
+/// shared machine favours none.
+pub fn train_rows(
+    configs: &[(String, Config)],
+    device: Device,
+    seconds: f64,
+) -> anyhow::Result<Vec<TrainRow>> {
+    let mut runs = Vec::with_capacity(configs.len());
+    for (i, (_, config)) in configs.iter().enumerate() {
+        let games = random_games(64, 80, config.selfplay.full_search_share, 5 + i as u64);
+        let mut replay = ReplayBuffer::new(config.replay);
+        games.into_iter().for_each(|g| replay.add(Arc::new(g)));
+        let targets = config.training.targets();
+        let mut rng = SmallRng::seed_from_u64(17);
+        let start = Instant::now();
+        let batches: Vec<Batch> = (0..TRAIN_BATCHES)
+            .map(|_| {
+                let samples = replay.sample(
+                    &mut rng,
+                    config.training.batch_size,
+                    config.encoder.history,
+                    targets.material_plies,
+                );
+                build_batch(&samples, &config.encoder, &targets)
+            })
+            .collect();
+        let build_ms = start.elapsed().as_secs_f64() * 1e3 / TRAIN_BATCHES as f64;
+        let mut state = TrainState::new(Net::new(config.arch(), device));
+        state.set_compute_kind(config.training.precision.kind(device))?;
+        runs.push((state, batches, build_ms, 0f64));
+    }
+    let round = seconds / (ROUNDS * configs.len().max(1)) as f64;
+    for r in 0..=ROUNDS {
+        for ((state, batches, _, best), (_, config)) in runs.iter_mut().zip(configs) {
+            let threads = match device.is_cuda() {
+                true => 1,
+                false => config.inference.threads,
+            };
+            let rate = std::thread::scope(|scope| {
+                scope
+                    .spawn(|| {
+                        models::set_intra_op_threads(threads);
+                        let start = Instant::now();
+                        let mut steps = 0;
+                        while steps < 1 || start.elapsed().as_secs_f64() < round {
+                            let _ = state.step(&batches[steps % batches.len()], &config.training);
+                            steps += 1;
+                        }
+                        steps as f64 / start.elapsed().as_secs_f64()
+                    })
+                    .join()
+                    .expect("bench thread")
+            });
+            // Round 0 warms up (allocator, first-pass kernels) and does not count.
+            if r > 0 {
+                *best = best.max(rate);
+            }
+        }
+    }
+    Ok(runs
+        .into_iter()
+        .zip(configs)
+        .map(|((_, _, build_ms, steps_per_s), (name, config))| {
+            let t = &config.training;
+            let aux_heads = [
+                ("material", t.material_weight),
+                ("moves_left", t.moves_left_weight),
+                ("reply", t.reply_weight),
+            ]
+            .iter()
+            .filter(|(_, weight)| *weight > 0.0)
+            .map(|(head, _)| *head)
+            .collect::<Vec<_>>()
+            .join(",");
+            TrainRow {
+                config: name.clone(),
+                net: config.net.name(),
+                aux_heads,
+                device: format!("{device:?}"),
+                precision: format!("{:?}", t.precision.kind(device)),
+                batch: t.batch_size,
+                steps_per_s,
+                samples_per_s: steps_per_s * t.batch_size as f64,
+                build_ms,
+            }
+        })
+        .collect())
+}
+
+/// `count` games of up to `plies` random moves from the start position. A
+/// `full_search_share` of the moves carry visits (random, the move played
+/// among them); every fourth game ends at the length cap, the others by a
+/// resignation.
+fn random_games(count: usize, plies: usize, full_search_share: f64, seed: u64) -> Vec<GameRecord> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    (0..count)
+        .map(|i| {
+            let start = Position::start();
+            let mut pos = start;
+            let mut moves = Vec::with_capacity(plies);
+            for _ in 0..plies {
+                let legal = pos.legal_moves();
+                let Some(&mv) = legal.choose(&mut rng) else {
+                    break;
+                };
+                let visits = match rng.random_bool(full_search_share.clamp(0.0, 1.0)) {
+                    true => legal
+                        .iter()
+                        .map(|&m| rng.random_range(0..4) + (m == mv) as u32)
+                        .collect(),
+                    false => Vec::new(),
+                };
+                moves.push(MoveRecord {
+                    mv,
+                    visits,
+                    search_value: 0.0,
+                });
+                pos = pos.after(mv);
+            }
+            let outcome = match i % 4 {
+                0 => Outcome::draw(Reason::Adjudication),
+                _ => Outcome::win(Color::White, Reason::Resignation),
+            };
+            GameRecord {
+                start,
+                moves,
+                outcome,
+                network: 0,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn train_rows_measure_each_config() {
+        let tiny = |reply: bool| {
+            let text = format!(
+                "[net]\nblocks = 1\nchannels = 8\nvalue_channels = 4\nvalue_hidden = 8\n\
+                 reply_head = {reply}\n[training]\nbatch_size = 8\nreply_weight = {:?}\n",
+                if reply { 0.15 } else { 0.0 }
+            );
+            Config::parse(&text, "tiny").unwrap()
+        };
+        let configs = [
+            ("tiny".to_string(), tiny(false)),
+            ("reply".to_string(), tiny(true)),
+        ];
+        let rows = train_rows(&configs, Device::Cpu, 0.2).unwrap();
+        let heads: Vec<&str> = rows.iter().map(|r| r.aux_heads.as_str()).collect();
+        assert_eq!(heads, ["material,moves_left", "material,moves_left,reply"]);
+        for row in &rows {
+            assert!(row.steps_per_s > 0.0, "{row:?}");
+            assert_eq!(row.samples_per_s, row.steps_per_s * 8.0);
+            assert_eq!((row.batch, row.net.as_str()), (8, "1x8"));
+        }
     }
 }

@@ -93,6 +93,36 @@ impl Config {
         Config::parse(&text, &path.display().to_string())
     }
 
+    /// A config a run saved when it started (its run directory's, or the
+    /// one a trainer stored for its workers). Saved configs name every key
+    /// of their version; a key added since whose default changes what the
+    /// run does (its net's heads, so its checkpoints) takes the value its
+    /// absence meant then, so that an older run resumes as it started.
+    pub fn parse_saved(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let mut saved: toml::Table = text.parse().map_err(|source| ConfigError::Toml {
+            origin: origin.to_string(),
+            source,
+        })?;
+        for (section, key, then) in [
+            ("net", "moves_left_head", toml::Value::Boolean(false)),
+            ("training", "moves_left_weight", toml::Value::Float(0.0)),
+        ] {
+            if let Some(toml::Value::Table(table)) = saved.get_mut(section) {
+                table.entry(key).or_insert(then);
+            }
+        }
+        Config::parse(&saved.to_string(), origin)
+    }
+
+    /// [`Config::parse_saved`] of the file at `path`.
+    pub fn load_saved(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse_saved(&text, &path.display().to_string())
+    }
+
     pub fn default_config() -> Config {
         Config::parse(DEFAULT_TOML, "configs/default.toml")
             .expect("embedded default config is valid")
@@ -139,11 +169,26 @@ impl Config {
                 ),
             ));
         }
-        if self.training.material_weight > 0.0 && !self.net.material_head {
-            return Err((
-                "training.material_weight".into(),
-                "a weight above 0 needs net.material_head = true".into(),
-            ));
+        let heads = [
+            (
+                "material",
+                self.training.material_weight,
+                self.net.material_head,
+            ),
+            (
+                "moves_left",
+                self.training.moves_left_weight,
+                self.net.moves_left_head,
+            ),
+            ("reply", self.training.reply_weight, self.net.reply_head),
+        ];
+        for (head, weight, present) in heads {
+            if weight > 0.0 && !present {
+                return Err((
+                    format!("training.{head}_weight"),
+                    format!("a weight above 0 needs net.{head}_head = true"),
+                ));
+            }
         }
         Ok(())
     }
@@ -235,6 +280,23 @@ mod tests {
     }
 
     #[test]
+    fn a_saved_config_from_before_the_moves_left_head_resumes_without_it() {
+        let default = Config::default_config();
+        let mut saved: toml::Table = default.to_toml().parse().unwrap();
+        for (section, key) in [("net", "moves_left_head"), ("training", "moves_left_weight")] {
+            saved[section].as_table_mut().unwrap().remove(key);
+        }
+        let old = Config::parse_saved(&saved.to_string(), "old run").unwrap();
+        assert!(!old.net.moves_left_head);
+        assert_eq!(old.training.moves_left_weight, 0.0);
+        // A config saved now names the keys: they keep their values.
+        assert_eq!(
+            Config::parse_saved(&default.to_toml(), "new run").unwrap(),
+            default
+        );
+    }
+
+    #[test]
     fn every_number_out_of_range_names_its_key() {
         for (key, value) in keys(DEFAULT_TOML) {
             let bad = match value {
@@ -270,6 +332,14 @@ mod tests {
             ),
             ("[replay]\nalpha = 1.5", "replay.alpha"),
             ("[net]\nmaterial_head = false", "training.material_weight"),
+            (
+                "[net]\nmoves_left_head = false\n[training]\nmoves_left_weight = 0.5",
+                "training.moves_left_weight",
+            ),
+            (
+                "[net]\nreply_head = false\n[training]\nreply_weight = 0.5",
+                "training.reply_weight",
+            ),
             ("[search]\ncapture_prior = 1.0", "search.capture_prior"),
             ("[search]\nhistory = 1", "search.history"),
             (
@@ -284,6 +354,19 @@ mod tests {
                 err.contains(key) && err.contains("test.toml"),
                 "{key}: {err}"
             );
+        }
+        // A weight without its head names both keys.
+        for head in ["material", "moves_left", "reply"] {
+            let text = format!("[net]\n{head}_head = false\n[training]\n{head}_weight = 0.5");
+            let err = Config::parse(&text, "test.toml").unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("training.{head}_weight"))
+                    && err.contains(&format!("net.{head}_head = true")),
+                "{err}"
+            );
+            // A head with no weight is allowed (trained by nothing, but loadable).
+            let text = format!("[net]\n{head}_head = true\n[training]\n{head}_weight = 0.0");
+            Config::parse(&text, "test.toml").unwrap();
         }
         let err = Config::parse("[net", "broken.toml")
             .unwrap_err()

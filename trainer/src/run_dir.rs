@@ -50,7 +50,7 @@ impl RunDir {
     pub fn resolve_config(&self, given: Option<Config>) -> Result<Config> {
         let stored = self.config();
         if stored.exists() {
-            let config = Config::load(&stored)?;
+            let config = Config::load_saved(&stored)?;
             if given.is_some_and(|given| given != config) {
                 bail!(
                     "{} was started with another config ({}); use a new run directory or resume without a config",

@@ -72,6 +72,8 @@ fn tensorboard_reads_our_scalars() {
                 &[
                     ("loss/policy", 3.0 - step as f64 / 100.0),
                     ("loss/value", 0.5),
+                    ("loss/moves_left", 0.25),
+                    ("loss/reply", 4.0),
                 ],
             );
         }
@@ -92,6 +94,10 @@ fn tensorboard_reads_our_scalars() {
             "loss/policy",
             "--expect",
             "loss/value",
+            "--expect",
+            "loss/moves_left",
+            "--expect",
+            "loss/reply",
         ],
     );
     assert!(
@@ -113,6 +119,12 @@ fn tensorboard_reads_our_scalars() {
         [(0, 3.0), (100, 2.0), (200, 1.0), (300, 0.25)]
     );
     assert_eq!(points("loss/value"), [(0, 0.5), (100, 0.5), (200, 0.5)]);
+    // The auxiliary heads' losses, as `mixzero train` logs them beside these.
+    assert_eq!(
+        points("loss/moves_left"),
+        [(0, 0.25), (100, 0.25), (200, 0.25)]
+    );
+    assert_eq!(points("loss/reply"), [(0, 4.0), (100, 4.0), (200, 4.0)]);
     for point in scalars
         .as_object()
         .unwrap()

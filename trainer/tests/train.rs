@@ -94,7 +94,14 @@ fn trains_resumes_and_keeps_everything() {
     let pgns = std::fs::read_dir(run.join("pgn")).unwrap().count();
     assert_eq!(pgns, chunks);
     let metrics = std::fs::read_to_string(run.join("logs/metrics.jsonl")).unwrap();
-    for tag in ["loss/policy", "loss/value", "selfplay/games_per_hour"] {
+    for tag in [
+        "loss/policy",
+        "loss/value",
+        "loss/material",
+        "loss/moves_left",
+        "loss/reply",
+        "selfplay/games_per_hour",
+    ] {
         assert!(metrics.contains(tag), "{tag} missing from metrics.jsonl");
     }
 
@@ -192,6 +199,40 @@ fn bad_configs_name_the_problem() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("wrokers"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn a_run_from_before_a_head_existed_names_the_key_to_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = dir.path().join("no-moves-left.toml");
+    let text = std::fs::read_to_string(tiny_config()).unwrap();
+    let text = text
+        .replacen("[net]\n", "[net]\nmoves_left_head = false\n", 1)
+        .replacen("[training]\n", "[training]\nmoves_left_weight = 0.0\n", 1);
+    std::fs::write(&config, text).unwrap();
+    assert_ok(&train(
+        &run,
+        &["--config", config.to_str().unwrap(), "--minutes", "0.02"],
+    ));
+    // The run's config as a build from before the moves-left head wrote it:
+    // without the keys, which now take the default (the head on).
+    let stored = run.join("config.toml");
+    let old: String = std::fs::read_to_string(&stored)
+        .unwrap()
+        .lines()
+        .filter(|line| !line.starts_with("moves_left_"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    std::fs::write(&stored, old).unwrap();
+    let refused = train(&run, &["--minutes", "0.02"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("net.moves_left_head = false in the checkpoints, true in the config")
+            && stderr.contains(&stored.display().to_string()),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! `mixzero bench`: the inference server against bare forward passes, MCTS
-//! through the server, and self-play, as text rows or JSON lines.
+//! through the server, self-play and training steps, as text rows or JSON
+//! lines.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,21 @@ pub enum BenchCommand {
     Search(BenchSearchArgs),
     /// Self-play games/hour and positions/s.
     Selfplay(BenchSelfplayArgs),
+    /// Training steps/s of each config's net, precision and targets.
+    Train(BenchTrainArgs),
+}
+
+#[derive(Args)]
+pub struct BenchTrainArgs {
+    /// Config files to measure, in alternating rounds (default: the embedded default).
+    #[arg(long = "config")]
+    configs: Vec<PathBuf>,
+    /// Seconds of measurement, shared by the configs.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -86,7 +102,42 @@ pub fn run(what: BenchCommand) -> Result<()> {
         BenchCommand::Nn(args) => nn(args),
         BenchCommand::Search(args) => search(args),
         BenchCommand::Selfplay(args) => selfplay(args),
+        BenchCommand::Train(args) => train(args),
     }
+}
+
+fn train(args: BenchTrainArgs) -> Result<()> {
+    let configs = match args.configs.is_empty() {
+        true => vec![("default".to_string(), Config::default_config())],
+        false => args
+            .configs
+            .iter()
+            .map(|p| Ok((p.display().to_string(), Config::load(p)?)))
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let device = Device::cuda_if_available();
+    tracing::info!(?device, "bench train");
+    for row in bench::train_rows(&configs, device, args.seconds)? {
+        report(args.json, &row, || {
+            let heads = match row.aux_heads.as_str() {
+                "" => "none",
+                heads => heads,
+            };
+            format!(
+                "{} ({}, {} on {}, batch {}, auxiliary heads: {}): {:.2} steps/s, {:.0} samples/s; {:.1} ms to build a batch",
+                row.config,
+                row.net,
+                row.precision,
+                row.device,
+                row.batch,
+                heads,
+                row.steps_per_s,
+                row.samples_per_s,
+                row.build_ms
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn nn(args: BenchNnArgs) -> Result<()> {

@@ -148,7 +148,7 @@ pub fn stored_config(store: &Store) -> Result<Option<Config>, DistributedError> 
     };
     let origin = format!("{}/{CONFIG_KEY}", store.url());
     let text = String::from_utf8_lossy(&bytes);
-    Config::parse(&text, &origin)
+    Config::parse_saved(&text, &origin)
         .map(Some)
         .map_err(|source| DistributedError::StoredConfig {
             url: store.url().to_owned(),

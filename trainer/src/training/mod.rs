@@ -161,10 +161,20 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     };
     state.set_compute_kind(config.training.precision.kind(device))?;
     if state.arch() != config.arch() {
+        let differences: Vec<String> = state
+            .arch()
+            .differences(&config.arch())
+            .into_iter()
+            .map(|(key, ours, theirs)| {
+                format!("{key} = {ours} in the checkpoints, {theirs} in the config")
+            })
+            .collect();
+        // A run whose config predates a `[net]` key takes the key's default,
+        // which may add a head its checkpoints lack.
         bail!(
-            "the run's checkpoints hold a net of {:?}, its config asks for {:?}",
-            state.arch(),
-            config.arch()
+            "the run's checkpoints hold another net than its config asks for: {}; to resume, set the checkpoints' values in {}",
+            differences.join("; "),
+            dirs.config().display()
         );
     }
 
@@ -805,6 +815,8 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("train/policy_accuracy", step_stats.policy_accuracy),
                         ("train/value_mse", step_stats.value_mse),
                         ("loss/material", step_stats.material_loss),
+                        ("loss/moves_left", step_stats.moves_left_loss),
+                        ("loss/reply", step_stats.reply_loss),
                         ("train/learning_rate", step_stats.learning_rate),
                     ],
                 );

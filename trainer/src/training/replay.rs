@@ -7,6 +7,7 @@ use std::sync::Arc;
 use engine::players::material_balance;
 use engine::{check, within, Color, EvalRequest, Game, InvalidKey, Move, Position, Reason, Wdl};
 use models::encoding::{encode, EncoderConfig};
+use models::net::MOVES_LEFT_UNIT;
 use models::policy::{move_index, POLICY_SIZE};
 use rand::Rng;
 use rayon::prelude::*;
@@ -100,18 +101,30 @@ pub struct TrainingSample {
     pub wdl: [f32; 3],
     /// Whether the game has a result to learn: not for a game stopped at
     /// the length cap, whose adjudicated result the position cannot tell.
+    /// The same games have no moves-left target: they would have gone on
+    /// for a number of plies nobody knows.
     pub result_known: bool,
     pub search_value: f32,
     /// The side to move's material balance in pawns some plies later (or at
     /// the game's end, if sooner): the auxiliary material head's target.
     pub material_later: f32,
+    /// Plies from this position to the game's end, the move about to be
+    /// played included: the moves-left head's target where `result_known`.
+    pub plies_left: u32,
+    /// The opponent's reply to the move played here, as policy indices in
+    /// the opponent's frame (those the policy head gives its moves in the
+    /// next position) with their probabilities: the next position's root
+    /// visits when it was searched fully, else the reply played. Empty
+    /// after the game's last move, which has no reply.
+    pub reply: Vec<(usize, f32)>,
 }
 
 /// What the training targets are made of. The value target is the game
 /// result, with a share of the root search value (lc0's q ratio) if asked;
 /// the material balance a few plies later, squashed, is the target of the
-/// auxiliary material head, which shapes the trunk without feeding the
-/// value the search uses (KataGo's auxiliary targets).
+/// auxiliary material head, the plies left that of the moves-left head and
+/// the opponent's reply that of the reply head: they shape the trunk without
+/// feeding what the search uses (KataGo's auxiliary targets).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Targets {
     pub q_share: f32,
@@ -119,6 +132,9 @@ pub struct Targets {
     pub material_plies: usize,
     /// Pawns ahead that count as tanh(1), about 0.76.
     pub material_scale: f32,
+    /// Whether batches carry the reply head's targets (8,900 floats a
+    /// sample, so only when that head is trained).
+    pub reply: bool,
 }
 
 impl ReplayBuffer {
@@ -271,7 +287,32 @@ pub fn training_sample(
         result_known: game.outcome.reason != Reason::Adjudication,
         search_value: record.search_value,
         material_later: material_later(game, ply, pos, material_plies),
+        plies_left: (game.moves.len() - ply) as u32,
+        reply: reply_target(game, ply, pos),
     }
+}
+
+/// The reply to the move at `ply` of `game` (played from `pos`): see
+/// [`TrainingSample::reply`]. The indices are in the replying side's frame,
+/// as the policy head of the next position would give them; the reply head
+/// flips its output to match (`models::net`).
+fn reply_target(game: &GameRecord, ply: usize, pos: Position) -> Vec<(usize, f32)> {
+    let Some(reply) = game.moves.get(ply + 1) else {
+        return Vec::new();
+    };
+    let next = pos.after(game.moves[ply].mv);
+    let them = next.side_to_move();
+    let index = |mv| move_index(them, mv).expect("a legal move has a policy index");
+    if reply.visits.is_empty() {
+        return vec![(index(reply.mv), 1.0)];
+    }
+    let total: f64 = reply.visits.iter().map(|&v| v as f64).sum();
+    next.legal_moves()
+        .iter()
+        .zip(&reply.visits)
+        .filter(|&(_, &visits)| visits > 0)
+        .map(|(&mv, &visits)| (index(mv), (visits as f64 / total) as f32))
+        .collect()
 }
 
 /// The balance, in pawns for the side to move at `ply`, `plies` later or at
@@ -307,6 +348,14 @@ pub struct Batch {
     pub value_mask: Vec<f32>,
     /// `n` material targets in (-1, 1).
     pub material: Vec<f32>,
+    /// `n` moves-left targets, plies left / [`MOVES_LEFT_UNIT`], learned
+    /// where `value_mask` is 1.
+    pub moves_left: Vec<f32>,
+    /// `n * POLICY_SIZE` reply targets; empty unless [`Targets::reply`].
+    pub reply: Vec<f32>,
+    /// `n`: 1 where the sample has a reply target, else 0; empty unless
+    /// [`Targets::reply`].
+    pub reply_mask: Vec<f32>,
     pub n: usize,
 }
 
@@ -321,6 +370,11 @@ impl TrainingSample {
     /// The material head's target: tanh(pawns ahead / scale).
     pub fn material_target(&self, targets: &Targets) -> f32 {
         (self.material_later / targets.material_scale).tanh()
+    }
+
+    /// The moves-left head's target: plies left / [`MOVES_LEFT_UNIT`].
+    pub fn moves_left_target(&self) -> f32 {
+        (self.plies_left as f64 / MOVES_LEFT_UNIT) as f32
     }
 }
 
@@ -348,6 +402,12 @@ pub fn build_batch(
             .map(|s| s.result_known as u8 as f32)
             .collect(),
         material: samples.iter().map(|s| s.material_target(targets)).collect(),
+        moves_left: samples
+            .iter()
+            .map(TrainingSample::moves_left_target)
+            .collect(),
+        reply: Vec::new(),
+        reply_mask: Vec::new(),
         n,
     };
     batch
@@ -372,6 +432,22 @@ pub fn build_batch(
             }
             wdl.copy_from_slice(&sample.value_target(targets));
         });
+    if targets.reply {
+        batch.reply = vec![0.0; n * POLICY_SIZE];
+        batch
+            .reply
+            .par_chunks_mut(POLICY_SIZE)
+            .zip(samples.par_iter())
+            .for_each(|(row, sample)| {
+                for &(index, p) in &sample.reply {
+                    row[index] = p;
+                }
+            });
+        batch.reply_mask = samples
+            .iter()
+            .map(|s| !s.reply.is_empty() as u8 as f32)
+            .collect();
+    }
     batch
 }
 
@@ -414,6 +490,7 @@ mod tests {
         q_share: 0.0,
         material_plies: 1,
         material_scale: 1.0,
+        reply: false,
     };
 
     fn config(min_window: usize, max_window: usize) -> ReplayConfig {
@@ -645,7 +722,21 @@ mod tests {
         }
         let encoder = EncoderConfig { history: 2 };
         let samples = buffer.sample(&mut rng, 16, encoder.history, 4);
-        let batch = build_batch(&samples, &encoder, &RESULT_ONLY);
+        let without_reply = build_batch(&samples, &encoder, &RESULT_ONLY);
+        assert!(without_reply.reply.is_empty() && without_reply.reply_mask.is_empty());
+        let targets = Targets {
+            reply: true,
+            ..RESULT_ONLY
+        };
+        let batch = build_batch(&samples, &encoder, &targets);
+        assert_eq!(
+            Batch {
+                reply: Vec::new(),
+                reply_mask: Vec::new(),
+                ..batch.clone()
+            },
+            without_reply
+        );
         assert_eq!(batch.n, 16);
         assert_eq!(batch.inputs.len(), 16 * encoder.input_len());
         assert_eq!(batch.policy.len(), 16 * POLICY_SIZE);
@@ -654,8 +745,20 @@ mod tests {
         // King-quota wins are results to learn.
         assert_eq!(batch.value_mask, vec![1.0; 16]);
         assert_eq!(batch.material.len(), 16);
+        assert_eq!(batch.reply.len(), 16 * POLICY_SIZE);
         for (i, sample) in samples.iter().enumerate() {
             assert_eq!(batch.material[i], sample.material_target(&RESULT_ONLY));
+            assert_eq!(batch.moves_left[i], sample.moves_left_target());
+            let reply = &batch.reply[i * POLICY_SIZE..(i + 1) * POLICY_SIZE];
+            let has_reply = !sample.reply.is_empty();
+            assert_eq!(batch.reply_mask[i], has_reply as u8 as f32);
+            assert_eq!(
+                reply.iter().filter(|&&p| p != 0.0).count(),
+                sample.reply.len()
+            );
+            for &(index, p) in &sample.reply {
+                assert_eq!(reply[index], p);
+            }
             let rows = i * POLICY_SIZE..(i + 1) * POLICY_SIZE;
             let (policy, legal) = (&batch.policy[rows.clone()], &batch.legal[rows]);
             assert_eq!(
@@ -700,11 +803,14 @@ mod tests {
             result_known: true,
             search_value: 0.5,
             material_later: 3.0,
+            plies_left: 10,
+            reply: Vec::new(),
         };
         let mix = |q_share| Targets {
             q_share,
             material_plies: 8,
             material_scale: 3.0,
+            reply: false,
         };
         assert_eq!(sample.value_target(&RESULT_ONLY), [0.0, 0.0, 1.0]);
         assert_eq!(sample.value_target(&mix(1.0)), [0.5, 0.5, 0.0]);
@@ -767,6 +873,83 @@ mod tests {
         let resigned = scripted_game(fen, &moves, Outcome::win(Color::White, Reason::Resignation));
         assert!(training_sample(&resigned, 0, 1, 1).result_known);
         assert_eq!(later(&stalemate, 0, 4), -9.0);
+    }
+
+    #[test]
+    fn moves_left_and_reply_targets_follow_the_game() {
+        let fen = "4qk4/10/10/10/4p5/10/3N6/10/10/5K4 w - - 0 11";
+        let moves = ["d4e6", "e10e6", "f1g1", "e6e5"];
+        let mut game = scripted_game(fen, &moves, Outcome::win(Color::Black, Reason::Resignation));
+        // Ply 1 was a fast search (no policy target); ply 2 a full one whose
+        // visits grow with the move's place in the list (the first gets none).
+        game.moves[1].visits.clear();
+        let legal = game.moves[2].visits.len() as u32;
+        game.moves[2].visits = (0..legal).collect();
+        let mut positions = vec![game.start];
+        for record in &game.moves {
+            positions.push(positions.last().unwrap().after(record.mv));
+        }
+        let sample = |ply| training_sample(&game, ply, 1, 1);
+
+        // Plies left, the move about to be played included.
+        let left: Vec<u32> = (0..4).map(|ply| sample(ply).plies_left).collect();
+        assert_eq!(left, [4, 3, 2, 1]);
+        assert!((sample(0).moves_left_target() - 0.04).abs() < 1e-7);
+
+        // After ply 0 Black replies with a fast search: one-hot on its move,
+        // indexed in Black's frame (the index Black's own policy has for it).
+        let black_reply = game.moves[1].mv;
+        let index = move_index(Color::Black, black_reply).unwrap();
+        assert_eq!(sample(0).reply, [(index, 1.0)]);
+        assert_eq!(
+            models::policy::decode(&positions[1], index),
+            Some(black_reply)
+        );
+        assert_ne!(Some(index), move_index(Color::White, black_reply));
+
+        // After ply 1 White's reply was a full search: its visits.
+        let reply = sample(1).reply;
+        let total = (legal * (legal - 1) / 2) as f64;
+        let expected: Vec<(usize, f32)> = positions[2]
+            .legal_moves()
+            .iter()
+            .enumerate()
+            .skip(1)
+            .map(|(i, &mv)| {
+                let p = (i as f64 / total) as f32;
+                (move_index(Color::White, mv).unwrap(), p)
+            })
+            .collect();
+        assert_eq!(reply, expected);
+        assert!((reply.iter().map(|r| r.1).sum::<f32>() - 1.0).abs() < 1e-5);
+        // Ply 3 was a full search with a visit on every move: uniform.
+        let uniform = sample(2).reply;
+        let n = positions[3].legal_moves().len();
+        assert_eq!(uniform.len(), n);
+        assert!(uniform.iter().all(|&(_, p)| p == (1.0 / n as f64) as f32));
+        // The last move has no reply.
+        assert!(sample(3).reply.is_empty());
+
+        // A game stopped at the length cap teaches no moves left (nor value);
+        // its replies were still played and teach the reply head.
+        game.outcome = Outcome::draw(Reason::Adjudication);
+        let samples: Vec<TrainingSample> = (0..4)
+            .map(|ply| training_sample(&game, ply, 1, 1))
+            .collect();
+        let targets = Targets {
+            reply: true,
+            ..RESULT_ONLY
+        };
+        let batch = build_batch(&samples, &EncoderConfig { history: 1 }, &targets);
+        assert_eq!(batch.value_mask, [0.0; 4]);
+        let expected = [0.04, 0.03, 0.02, 0.01];
+        assert!(batch
+            .moves_left
+            .iter()
+            .zip(expected)
+            .all(|(a, b)| (a - b).abs() < 1e-7));
+        assert_eq!(batch.reply_mask, [1.0, 1.0, 1.0, 0.0]);
+        assert_eq!(batch.reply[index], 1.0);
     }
 
     #[test]

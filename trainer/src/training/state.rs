@@ -1,14 +1,14 @@
 //! The training side: the optimizer (SGD with momentum, or AdamW) written
 //! over the net's tensors so that its state goes into checkpoints, the loss
-//! (policy cross-entropy over legal moves plus win/draw/loss cross-entropy),
-//! and checkpoint files.
+//! (policy cross-entropy over legal moves plus win/draw/loss cross-entropy,
+//! and the auxiliary heads' losses), and checkpoint files.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use engine::{check, non_negative, positive, within, InvalidKey};
-use models::net::{Architecture, Net};
+use models::net::{Architecture, Net, MOVES_LEFT_UNIT};
 use models::policy::POLICY_SIZE;
 use models::weights;
 use models::Precision;
@@ -47,6 +47,12 @@ pub struct TrainingConfig {
     pub material_weight: f64,
     pub material_plies: usize,
     pub material_scale: f64,
+    /// Weight of the moves-left head's loss (Huber against the plies left,
+    /// over games with a result); needs `[net] moves_left_head` (0 = off).
+    pub moves_left_weight: f64,
+    /// Weight of the reply head's loss (cross-entropy against the
+    /// opponent's reply); needs `[net] reply_head` (0 = off).
+    pub reply_weight: f64,
     /// Samples in the replay window before training starts.
     pub min_samples: usize,
     /// Times each new sample is trained on, on average, at most.
@@ -94,6 +100,8 @@ impl TrainingConfig {
             "must be at least 1".into()
         })?;
         positive("material_scale", self.material_scale)?;
+        non_negative("moves_left_weight", self.moves_left_weight)?;
+        non_negative("reply_weight", self.reply_weight)?;
         positive("max_reuse", self.max_reuse)?;
         check(self.checkpoint_every >= 1, "checkpoint_every", || {
             "must be at least 1".into()
@@ -110,6 +118,7 @@ impl TrainingConfig {
             q_share: self.value_q_share as f32,
             material_plies: self.material_plies,
             material_scale: self.material_scale as f32,
+            reply: self.reply_weight > 0.0,
         }
     }
 
@@ -139,8 +148,20 @@ pub struct StepStats {
     pub value_mse: f64,
     /// The material head's mean squared error (0 without the head).
     pub material_loss: f64,
+    /// The moves-left head's Huber loss, in units of [`MOVES_LEFT_UNIT`]
+    /// plies (0 without the head).
+    pub moves_left_loss: f64,
+    /// The reply head's cross-entropy (0 without the head).
+    pub reply_loss: f64,
     pub learning_rate: f64,
 }
+
+/// Where the moves-left loss turns from squared to absolute error, in units
+/// of [`MOVES_LEFT_UNIT`] plies: 10 plies. Game lengths have a long tail
+/// (one blunder ends a game early, a shuffle drags it on), and a squared
+/// error would let those few games steer the trunk (lc0 uses a Huber loss
+/// for its moves-left head for the same reason).
+const MOVES_LEFT_HUBER: f64 = 10.0 / MOVES_LEFT_UNIT;
 
 /// Counters saved with each checkpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -224,6 +245,7 @@ impl TrainState {
         let target_wdl = upload(&batch.wdl, &[n, 3]);
         let value_mask = upload(&batch.value_mask, &[n]);
         let target_material = upload(&batch.material, &[n]);
+        let target_moves_left = upload(&batch.moves_left, &[n]);
 
         let heads = match &mut self.compute {
             Some((copy, _)) => {
@@ -251,6 +273,41 @@ impl TrainState {
                     .mean(Kind::Float);
                 loss += &mse * config.material_weight;
                 Some(mse)
+            }
+            _ => None,
+        };
+        // Games stopped at the length cap have no end to count to: the
+        // value's mask.
+        let moves_left_loss = match (&heads.moves_left, config.moves_left_weight > 0.0) {
+            (Some(predicted), true) => {
+                // smooth_l1 is Huber divided by its threshold: absolute error
+                // beyond 10 plies, so its gradient stays within 1.
+                let huber = predicted.to_kind(Kind::Float).smooth_l1_loss(
+                    &target_moves_left,
+                    tch::Reduction::None,
+                    MOVES_LEFT_HUBER,
+                );
+                let mean = (huber * &value_mask).sum(Kind::Float) / &known;
+                loss += &mean * config.moves_left_weight;
+                Some(mean)
+            }
+            _ => None,
+        };
+        // A softmax over the whole policy map, without the legal-move mask
+        // of the policy loss: the batch carries no second mask, and learning
+        // where the opponent's pieces can go is itself shaping for the trunk.
+        // Batches carry reply targets when the weight asks for them
+        // (`Targets::reply`); one built without teaches the head nothing.
+        let train_reply = config.reply_weight > 0.0 && !batch.reply.is_empty();
+        let reply_loss = match (&heads.reply, train_reply) {
+            (Some(logits), true) => {
+                let target = upload(&batch.reply, &[n, POLICY_SIZE as i64]);
+                let mask = upload(&batch.reply_mask, &[n]);
+                let log_reply = logits.log_softmax(-1, Kind::Float);
+                let replies = mask.sum(Kind::Float).clamp_min(1.0);
+                let ce = -(row_sum(&target * &log_reply) * &mask).sum(Kind::Float) / replies;
+                loss += &ce * config.reply_weight;
+                Some(ce)
             }
             _ => None,
         };
@@ -312,6 +369,8 @@ impl TrainState {
                 policy_accuracy: hits.double_value(&[]),
                 value_mse: mse.double_value(&[]),
                 material_loss: material_loss.map_or(0.0, |m| m.double_value(&[])),
+                moves_left_loss: moves_left_loss.map_or(0.0, |m| m.double_value(&[])),
+                reply_loss: reply_loss.map_or(0.0, |r| r.double_value(&[])),
                 learning_rate: lr,
             }
         })
@@ -469,7 +528,8 @@ mod tests {
     }
 
     /// A fixed batch: random 0/1 planes, 20 legal moves a position, one of
-    /// them the target, and a win/draw/loss target.
+    /// them the target, a win/draw/loss target, and targets for every
+    /// auxiliary head.
     fn batch(arch: Architecture, n: usize) -> Batch {
         let input_len = arch.encoder.input_len();
         let noise = Tensor::rand([(n * input_len) as i64], (Kind::Float, Device::Cpu)).round();
@@ -494,8 +554,62 @@ mod tests {
             wdl,
             value_mask: (0..n).map(|i| (i % 4 != 0) as u8 as f32).collect(),
             material: (0..n).map(|i| (i as f32 / n as f32) - 0.5).collect(),
+            moves_left: (0..n).map(|i| (i % 7) as f32 * 0.3).collect(),
+            reply: (0..n * POLICY_SIZE)
+                .map(|at| (at % POLICY_SIZE == (at / POLICY_SIZE * 53) % POLICY_SIZE) as u8 as f32)
+                .collect(),
+            reply_mask: (0..n).map(|i| (i % 5 != 0) as u8 as f32).collect(),
             n,
         }
+    }
+
+    #[test]
+    fn auxiliary_losses_fall_and_skip_masked_samples() {
+        let arch = Architecture {
+            net: NetConfig {
+                moves_left_head: true,
+                reply_head: true,
+                ..NetConfig::new(1, 16)
+            },
+            encoder: EncoderConfig { history: 1 },
+        };
+        tch::manual_seed(10);
+        let batch = batch(arch, 16);
+        let config = TrainingConfig {
+            moves_left_weight: 1.0,
+            reply_weight: 1.0,
+            ..config()
+        };
+        let mut state = TrainState::new(Net::new(arch, Device::Cpu));
+        let first = state.step(&batch, &config);
+        let mut last = first;
+        for _ in 0..40 {
+            last = state.step(&batch, &config);
+        }
+        eprintln!(
+            "moves left {:.3} -> {:.3}, reply {:.3} -> {:.3}",
+            first.moves_left_loss, last.moves_left_loss, first.reply_loss, last.reply_loss
+        );
+        assert!(last.moves_left_loss < 0.5 * first.moves_left_loss);
+        assert!(last.reply_loss < 0.5 * first.reply_loss);
+
+        // Nothing to learn where every sample is masked.
+        let masked = Batch {
+            value_mask: vec![0.0; 16],
+            reply_mask: vec![0.0; 16],
+            ..batch.clone()
+        };
+        let stats = state.step(&masked, &config);
+        assert_eq!((stats.moves_left_loss, stats.reply_loss), (0.0, 0.0));
+        assert!(stats.policy_loss > 0.0);
+        // A weight of 0 leaves a head untrained, its loss unreported.
+        let off = TrainingConfig {
+            moves_left_weight: 0.0,
+            reply_weight: 0.0,
+            ..config
+        };
+        let stats = state.step(&batch, &off);
+        assert_eq!((stats.moves_left_loss, stats.reply_loss), (0.0, 0.0));
     }
 
     #[test]
@@ -503,6 +617,8 @@ mod tests {
         let arch = Architecture {
             net: NetConfig {
                 material_head: true,
+                moves_left_head: true,
+                reply_head: true,
                 ..NetConfig::new(2, 16)
             },
             encoder: EncoderConfig { history: 1 },
@@ -511,7 +627,11 @@ mod tests {
         let batch = batch(arch, 32);
         let net = Net::new(arch, Device::Cpu);
         let bytes = weights::to_bytes(&net);
-        let config = config();
+        let config = TrainingConfig {
+            moves_left_weight: 0.25,
+            reply_weight: 0.15,
+            ..config()
+        };
         let mut losses = Vec::new();
         for kind in [Kind::Float, Kind::BFloat16] {
             let mut state =
@@ -526,6 +646,8 @@ mod tests {
             assert_eq!(state.net.kind(), Kind::Float);
             assert!(state.params.iter().all(|(_, p)| p.kind() == Kind::Float));
             assert!(last.material_loss < first.material_loss, "{kind:?}");
+            assert!(last.moves_left_loss < first.moves_left_loss, "{kind:?}");
+            assert!(last.reply_loss < first.reply_loss, "{kind:?}");
             let total = |s: StepStats| s.policy_loss + s.value_loss + s.material_loss;
             eprintln!("{kind:?}: loss {:.3} -> {:.3}", total(first), total(last));
             losses.push((total(first), total(last)));
