@@ -23,7 +23,7 @@ use tch::{Device, Kind, Tensor};
 use crate::config::Config;
 use crate::selfplay::data::{GameRecord, MoveRecord};
 use crate::selfplay::run_workers;
-use crate::training::replay::{build_batch, Batch, ReplayBuffer};
+use crate::training::replay::{Batch, ReplayBuffer};
 use crate::training::state::TrainState;
 
 /// Positions with their history, from seeded random games.
@@ -575,13 +575,12 @@ pub fn train_rows(
         let start = Instant::now();
         let batches: Vec<Batch> = (0..TRAIN_BATCHES)
             .map(|_| {
-                let samples = replay.sample(
+                replay.batch(
                     &mut rng,
                     config.training.batch_size,
-                    config.encoder.history,
-                    targets.material_plies,
-                );
-                build_batch(&samples, &config.encoder, &targets)
+                    &config.encoder,
+                    &targets,
+                )
             })
             .collect();
         let build_ms = start.elapsed().as_secs_f64() * 1e3 / TRAIN_BATCHES as f64;

@@ -86,11 +86,7 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Config::parse(&text, &path.display().to_string())
+        Config::parse(&read(path)?, &path.display().to_string())
     }
 
     /// A config a run saved when it started (its run directory's, or the
@@ -116,11 +112,7 @@ impl Config {
 
     /// [`Config::parse_saved`] of the file at `path`.
     pub fn load_saved(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Config::parse_saved(&text, &path.display().to_string())
+        Config::parse_saved(&read(path)?, &path.display().to_string())
     }
 
     pub fn default_config() -> Config {
@@ -192,6 +184,13 @@ impl Config {
         }
         Ok(())
     }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 /// Lays `over` onto `base`: tables merge key by key, anything else replaces.
@@ -283,7 +282,10 @@ mod tests {
     fn a_saved_config_from_before_the_moves_left_head_resumes_without_it() {
         let default = Config::default_config();
         let mut saved: toml::Table = default.to_toml().parse().unwrap();
-        for (section, key) in [("net", "moves_left_head"), ("training", "moves_left_weight")] {
+        for (section, key) in [
+            ("net", "moves_left_head"),
+            ("training", "moves_left_weight"),
+        ] {
             saved[section].as_table_mut().unwrap().remove(key);
         }
         let old = Config::parse_saved(&saved.to_string(), "old run").unwrap();

@@ -124,8 +124,8 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::selfplay::data::{decode_games, MoveRecord};
-    use engine::{Outcome, Position, Reason};
+    use crate::selfplay::data::decode_games;
+    use crate::selfplay::data::tests::one_move_game;
 
     #[test]
     fn a_named_writer_carries_on_its_sequence() {
@@ -151,17 +151,7 @@ mod tests {
         store
             .put_new("games/w/00000000.mzg", &b"theirs"[..])
             .unwrap();
-        let start = Position::start();
-        let game = GameRecord {
-            start,
-            moves: vec![MoveRecord {
-                mv: start.legal_moves()[0],
-                visits: vec![1; start.legal_moves().len()],
-                search_value: 0.0,
-            }],
-            outcome: Outcome::draw(Reason::Adjudication),
-            network: 0,
-        };
+        let game = one_move_game(0);
         let mut uploader = Uploader::new(&store, "w", 0).unwrap();
         uploader.push(vec![game.clone(); 3]);
         let uploaded = uploader.upload(2).unwrap();

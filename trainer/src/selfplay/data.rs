@@ -552,6 +552,22 @@ pub(crate) mod tests {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
 
+    /// A one-move game from the start position, its move a policy target,
+    /// played by net `network` and capped.
+    pub(crate) fn one_move_game(network: u32) -> GameRecord {
+        let start = Position::start();
+        GameRecord {
+            start,
+            moves: vec![MoveRecord {
+                mv: start.legal_moves()[0],
+                visits: vec![1; start.legal_moves().len()],
+                search_value: 0.0,
+            }],
+            outcome: Outcome::draw(Reason::Adjudication),
+            network,
+        }
+    }
+
     /// A game of random legal moves from `start`, with random visits (some
     /// empty, some sparse, some dense) and the given outcome.
     pub(crate) fn random_game(

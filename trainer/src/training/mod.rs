@@ -49,7 +49,7 @@ use crate::run_dir::RunDir;
 use crate::selfplay::data::GameRecord;
 use crate::selfplay::{self, Finished};
 use crate::training::progress::{Progress, Status};
-use crate::training::replay::{build_batch, ReplayBuffer, ReuseLimiter};
+use crate::training::replay::{ReplayBuffer, ReuseLimiter};
 use crate::training::state::{StepStats, TrainState};
 
 /// One `mixzero train` session of a run.
@@ -789,13 +789,12 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         let allowed = limiter.allowed_steps(new_samples, config.training.batch_size, submitted);
         let next =
             (replay.samples_in_window() >= config.training.min_samples && allowed > 0).then(|| {
-                let samples = replay.sample(
+                replay.batch(
                     &mut rng,
                     config.training.batch_size,
-                    config.encoder.history,
-                    targets.material_plies,
-                );
-                build_batch(&samples, &config.encoder, &targets)
+                    &config.encoder,
+                    &targets,
+                )
             });
         if let Some(step_stats) = pending.take() {
             let step_stats = step_stats
@@ -1120,23 +1119,8 @@ fn checkpoint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::selfplay::data::MoveRecord;
-    use engine::{Outcome, Position, Reason};
+    use crate::selfplay::data::tests::one_move_game;
     use replay::ReplayConfig;
-
-    fn game(network: u32) -> GameRecord {
-        let start = Position::start();
-        GameRecord {
-            start,
-            moves: vec![MoveRecord {
-                mv: start.legal_moves()[0],
-                visits: vec![1; start.legal_moves().len()],
-                search_value: 0.0,
-            }],
-            outcome: Outcome::draw(Reason::Adjudication),
-            network,
-        }
-    }
 
     #[test]
     fn store_metrics_average_lag_and_net_age_over_new_chunks() {
@@ -1154,7 +1138,7 @@ mod tests {
         let now = SystemTime::now();
         let chunk = |networks: &[u32], seconds_ago| Chunk {
             key: "games/w/00000000.mzg".into(),
-            games: networks.iter().map(|&n| game(n)).collect(),
+            games: networks.iter().map(|&n| one_move_game(n)).collect(),
             written: now - Duration::from_secs(seconds_ago),
         };
         // Newest net of the first chunk: step 80, 20 behind; the second's

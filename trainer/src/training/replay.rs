@@ -224,6 +224,19 @@ impl ReplayBuffer {
         self.total - self.samples_in_window() as u64
     }
 
+    /// A training batch of `batch_size` samples drawn by [`ReplayBuffer::sample`]
+    /// and encoded with their targets.
+    pub fn batch<R: Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+        batch_size: usize,
+        encoder: &EncoderConfig,
+        targets: &Targets,
+    ) -> Batch {
+        let samples = self.sample(rng, batch_size, encoder.history, targets.material_plies);
+        build_batch(&samples, encoder, targets)
+    }
+
     /// Draws `n` samples uniformly, with replacement, from the window, each
     /// with up to `history` positions and the material `material_plies`
     /// later; none from an empty buffer.
