@@ -202,7 +202,7 @@ fn bad_configs_name_the_problem() {
 }
 
 #[test]
-fn a_run_from_before_a_head_existed_names_the_key_to_resume() {
+fn a_run_from_before_a_head_existed_resumes_and_a_changed_head_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let config = dir.path().join("no-moves-left.toml");
@@ -216,15 +216,25 @@ fn a_run_from_before_a_head_existed_names_the_key_to_resume() {
         &["--config", config.to_str().unwrap(), "--minutes", "0.02"],
     ));
     // The run's config as a build from before the moves-left head wrote it:
-    // without the keys, which now take the default (the head on).
+    // without the keys, which then meant no head. It resumes as it began.
     let stored = run.join("config.toml");
-    let old: String = std::fs::read_to_string(&stored)
-        .unwrap()
+    let saved = std::fs::read_to_string(&stored).unwrap();
+    let old: String = saved
         .lines()
         .filter(|line| !line.starts_with("moves_left_"))
         .map(|line| format!("{line}\n"))
         .collect();
     std::fs::write(&stored, old).unwrap();
+    assert_ok(&train(&run, &["--minutes", "0.02"]));
+    // A config edited to add the head no longer fits the checkpoints: the
+    // error names the key, both values and the file to edit.
+    std::fs::write(
+        &stored,
+        saved
+            .replace("moves_left_head = false", "moves_left_head = true")
+            .replace("moves_left_weight = 0.0", "moves_left_weight = 0.25"),
+    )
+    .unwrap();
     let refused = train(&run, &["--minutes", "0.02"]);
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
