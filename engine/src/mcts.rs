@@ -468,7 +468,7 @@ impl Search {
                 },
             })
             .collect();
-        let values = gumbel::root_values(
+        let sigma = gumbel::sigma(
             &views,
             root.net_value,
             self.config.gumbel_c_visit,
@@ -476,7 +476,7 @@ impl Search {
         );
         children
             .iter()
-            .zip(values.sigma)
+            .zip(sigma)
             .map(|(c, sigma)| gumbel::logit(c.prior) + sigma)
             .collect()
     }

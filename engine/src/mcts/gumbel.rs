@@ -63,13 +63,6 @@ pub(super) fn logit(prior: f32) -> f32 {
     prior.max(1e-20).ln()
 }
 
-/// The root's children as Gumbel sees them.
-pub(super) struct RootValues {
-    /// `sigma(completed q)` of each child: the completed q values scaled
-    /// to [0, 1] over the children, times `(c_visit + max visits) * c_scale`.
-    pub sigma: Vec<f32>,
-}
-
 /// One child's statistics for [`root_values`], values for the root's side to move.
 pub(super) struct ChildView {
     pub prior: f32,
@@ -78,15 +71,17 @@ pub(super) struct ChildView {
     pub q: f32,
 }
 
-/// Completes each unvisited child's q with the mixed value (the network's
-/// value of the root blended with the prior-weighted q of the visited
-/// children, weighted by their visits), then rescales and scales it.
-pub(super) fn root_values(
+/// `sigma(completed q)` of each child: each unvisited child's q completed
+/// with the mixed value (the network's value of the root blended with the
+/// prior-weighted q of the visited children, weighted by their visits),
+/// then rescaled to [0, 1] over the children and scaled by
+/// `(c_visit + max visits) * c_scale`.
+pub(super) fn sigma(
     children: &[ChildView],
     root_value: f32,
     c_visit: f32,
     c_scale: f32,
-) -> RootValues {
+) -> Vec<f32> {
     let visits: u32 = children.iter().map(|c| c.visits).sum();
     let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
     let visited = children.iter().filter(|c| c.visits > 0);
@@ -110,12 +105,10 @@ pub(super) fn root_values(
     let high = completed.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let range = (high - low).max(1e-8);
     let scale = (c_visit + max_visits as f32) * c_scale;
-    RootValues {
-        sigma: completed
-            .iter()
-            .map(|q| scale * (q - low) / range)
-            .collect(),
-    }
+    completed
+        .iter()
+        .map(|q| scale * (q - low) / range)
+        .collect()
 }
 
 /// `softmax(logits)`.
@@ -166,11 +159,11 @@ mod tests {
             child(0.25, 1, -0.2),
             child(0.25, 0, 0.0),
         ];
-        let values = root_values(&children, 0.1, 50.0, 0.1);
+        let sigma = sigma(&children, 0.1, 50.0, 0.1);
         // mixed = (0.1 + 4 * (0.5 * 0.6 + 0.25 * -0.2) / 0.75) / 5 = 0.2867
         let scale = (50.0 + 3.0) * 0.1;
         let expect = |q: f32| scale * (q - -0.2) / 0.8;
-        for (got, want) in values.sigma.iter().zip([expect(0.6), 0.0, expect(0.28667)]) {
+        for (got, want) in sigma.iter().zip([expect(0.6), 0.0, expect(0.28667)]) {
             assert!((got - want).abs() < 1e-3, "{got} vs {want}");
         }
     }
@@ -184,7 +177,7 @@ mod tests {
                 q: 0.0,
             })
             .collect();
-        assert_eq!(root_values(&children, 0.3, 50.0, 1.0).sigma, [0.0; 3]);
+        assert_eq!(sigma(&children, 0.3, 50.0, 1.0), [0.0; 3]);
     }
 
     #[test]
