@@ -92,7 +92,7 @@ impl Config {
     /// A config a run saved when it started (its run directory's, or the
     /// one a trainer stored for its workers). Saved configs name every key
     /// of their version; a key added since whose default changes what the
-    /// run does (its net's heads, so its checkpoints) takes the value its
+    /// run does (its net's heads, so its checkpoints; its games) takes the value its
     /// absence meant then, so that an older run resumes as it started.
     pub fn parse_saved(text: &str, origin: &str) -> Result<Config, ConfigError> {
         let mut saved: toml::Table = text.parse().map_err(|source| ConfigError::Toml {
@@ -102,6 +102,7 @@ impl Config {
         for (section, key, then) in [
             ("net", "moves_left_head", toml::Value::Boolean(false)),
             ("training", "moves_left_weight", toml::Value::Float(0.0)),
+            ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
         ] {
             if let Some(toml::Value::Table(table)) = saved.get_mut(section) {
                 table.entry(key).or_insert(then);
@@ -279,18 +280,20 @@ mod tests {
     }
 
     #[test]
-    fn a_saved_config_from_before_the_moves_left_head_resumes_without_it() {
+    fn a_saved_config_from_before_a_key_resumes_as_it_started() {
         let default = Config::default_config();
         let mut saved: toml::Table = default.to_toml().parse().unwrap();
         for (section, key) in [
             ("net", "moves_left_head"),
             ("training", "moves_left_weight"),
+            ("selfplay", "sparse_start_share"),
         ] {
             saved[section].as_table_mut().unwrap().remove(key);
         }
         let old = Config::parse_saved(&saved.to_string(), "old run").unwrap();
         assert!(!old.net.moves_left_head);
         assert_eq!(old.training.moves_left_weight, 0.0);
+        assert_eq!(old.selfplay.sparse_start_share, 0.0);
         // A config saved now names the keys: they keep their values.
         assert_eq!(
             Config::parse_saved(&default.to_toml(), "new run").unwrap(),

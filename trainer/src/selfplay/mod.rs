@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod data;
+pub mod starts;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +50,10 @@ pub struct SelfPlayConfig {
     /// the start)...
     pub temperature: f32,
     pub temperature_plies: usize,
+    /// Share of games that start from the start position with pieces taken
+    /// off at random ([`starts::sparse_start`]): short games the rules
+    /// decide, so that young networks meet mates and true results.
+    pub sparse_start_share: f64,
     /// `[search] capture_prior` fades linearly to zero over this many
     /// training steps (0 = it stays): a crutch for a young network that a
     /// trained one should not lean on. It never shapes the root of a full
@@ -81,6 +86,7 @@ impl SelfPlayConfig {
             || format!("{} (expected 0 < share <= 1)", self.full_search_share),
         )?;
         non_negative("temperature", self.temperature)?;
+        within("sparse_start_share", self.sparse_start_share, 0.0, 1.0)?;
         within("resign_threshold", self.resign_threshold, -1.0, 1.0)?;
         check(self.resign_consecutive >= 1, "resign_consecutive", || {
             "must be at least 1".into()
@@ -113,6 +119,8 @@ pub struct GameStats {
     pub resigned: bool,
     /// ...or at the length cap.
     pub capped: bool,
+    /// It began from a sparse start.
+    pub sparse: bool,
     /// The position's key after 10 plies, if the game got that far: the
     /// share of distinct ones measures how much games differ.
     pub key_at_ply10: Option<u64>,
@@ -146,7 +154,8 @@ fn adjudicate(config: &SelfPlayConfig, pos: &Position) -> Outcome {
     }
 }
 
-/// Plays one game from the start position.
+/// Plays one game from the start position, or a sparse start for a
+/// `sparse_start_share` of games.
 pub fn play_game(
     config: &SelfPlayConfig,
     search_config: &SearchConfig,
@@ -154,11 +163,20 @@ pub fn play_game(
     network: u32,
     rng: &mut SmallRng,
 ) -> Result<(GameRecord, GameStats), EvalError> {
-    let start = Position::start();
+    // No draw at a share of 0, so that such runs replay as before it existed.
+    let sparse = config.sparse_start_share > 0.0 && rng.random_bool(config.sparse_start_share);
+    let start = if sparse {
+        starts::sparse_start(rng)
+    } else {
+        Position::start()
+    };
     let mut game = Game::new(start);
     let mut search = Search::new(*search_config, &game);
     let mut moves = Vec::new();
-    let mut stats = GameStats::default();
+    let mut stats = GameStats {
+        sparse,
+        ..GameStats::default()
+    };
     let may_resign = !rng.random_bool(config.no_resign_share);
     let mut low_value_streak = [0usize; 2];
     let outcome = loop {
@@ -319,6 +337,7 @@ mod tests {
             forced_playouts: false,
             temperature: 1.0,
             temperature_plies: 10,
+            sparse_start_share: 0.0,
             capture_prior_anneal_steps: 0,
             resign_threshold: -0.95,
             resign_consecutive: 2,
@@ -331,9 +350,10 @@ mod tests {
 
     #[test]
     fn a_game_replays_to_its_outcome() {
-        for forced_playouts in [false, true] {
+        for (forced_playouts, sparse_start_share) in [(false, 0.0), (true, 0.0), (false, 1.0)] {
             let config = SelfPlayConfig {
                 forced_playouts,
+                sparse_start_share,
                 ..config()
             };
             let mut rng = SmallRng::seed_from_u64(5);
@@ -347,6 +367,8 @@ mod tests {
             .unwrap();
             assert_eq!(record.network, 3);
             assert_eq!(stats.plies, record.moves.len());
+            assert_eq!(stats.sparse, record.start != Position::start());
+            assert_eq!(stats.sparse, sparse_start_share == 1.0);
             let mut game = Game::new(record.start);
             for m in &record.moves {
                 let legal = game.position().legal_moves();

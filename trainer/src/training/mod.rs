@@ -93,6 +93,9 @@ struct SelfPlayTotals {
     draws: u64,
     resigned: u64,
     adjudicated: u64,
+    /// Games from sparse starts, and those of them that reached the cap.
+    sparse: u64,
+    sparse_adjudicated: u64,
     would_resign: u64,
     false_resign: u64,
     king_forced: u64,
@@ -122,6 +125,8 @@ impl SelfPlayTotals {
         }
         self.resigned += stats.resigned as u64;
         self.adjudicated += stats.capped as u64;
+        self.sparse += stats.sparse as u64;
+        self.sparse_adjudicated += (stats.sparse && stats.capped) as u64;
         self.would_resign += stats.would_resign.is_some() as u64;
         self.false_resign += stats.false_resign as u64;
         self.king_forced += stats.king_forced;
@@ -901,6 +906,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ("selfplay/draw_share", tally.draws as f64 / n),
                 ("selfplay/resigned_share", tally.resigned as f64 / n),
                 ("selfplay/adjudicated_share", tally.adjudicated as f64 / n),
+                ("selfplay/sparse_start_share", tally.sparse as f64 / n),
+                (
+                    "selfplay/sparse_adjudicated_share",
+                    tally.sparse_adjudicated as f64 / tally.sparse.max(1) as f64,
+                ),
                 (
                     "selfplay/resign_false_positive_rate",
                     tally.false_resign as f64 / tally.would_resign.max(1) as f64,

@@ -1,0 +1,134 @@
+//! Sparse starts: the start position with pieces taken off at random.
+//!
+//! Games from the full start position between young networks mostly reach
+//! the length cap undecided, so they teach the value nothing and the policy
+//! no mates. A share of self-play games (`[selfplay] sparse_start_share`)
+//! starts instead from the start position thinned out: each side keeps each
+//! of its non-king pieces with a chance of its own, so most of these games
+//! are short and unbalanced, and the rules decide them. Their results are
+//! true results; no heuristic enters a target. (KataGo likewise starts a
+//! share of its games away from the empty board.)
+
+use std::ops::RangeInclusive;
+
+use engine::{Color, Kind, Piece, Position, Square};
+use rand::Rng;
+
+/// Each side's keep chance is drawn from this range, independently, so that
+/// one side is usually well ahead and the other has something left to lose.
+const KEEP_CHANCE: RangeInclusive<f64> = 0.1..=0.7;
+
+/// The start position with pieces taken off at random (never the kings).
+/// Castling rights go with their rooks; White moves, at move 1.
+pub fn sparse_start(rng: &mut impl Rng) -> Position {
+    let start = Position::start();
+    let keep_chance = [rng.random_range(KEEP_CHANCE), rng.random_range(KEEP_CHANCE)];
+    let kept: Vec<Option<Piece>> = Square::all()
+        .map(|sq| {
+            start
+                .piece_at(sq)
+                .filter(|p| p.kind == Kind::King || rng.random_bool(keep_chance[p.color.index()]))
+        })
+        .collect();
+    let mut board = String::new();
+    for rank in (0..10).rev() {
+        let mut gap = 0;
+        for file in 0..10 {
+            match kept[Square::from_coords(file, rank).index()] {
+                Some(piece) => {
+                    if gap > 0 {
+                        board.push_str(&gap.to_string());
+                        gap = 0;
+                    }
+                    board.push(piece.char());
+                }
+                None => gap += 1,
+            }
+        }
+        if gap > 0 {
+            board.push_str(&gap.to_string());
+        }
+        if rank > 0 {
+            board.push('/');
+        }
+    }
+    let rook_on = |color, file, rank| {
+        kept[Square::from_coords(file, rank).index()] == Some(Piece::new(color, Kind::Rook))
+    };
+    let castling: String = [
+        ('K', Color::White, 9, 0),
+        ('Q', Color::White, 0, 0),
+        ('k', Color::Black, 9, 9),
+        ('q', Color::Black, 0, 9),
+    ]
+    .into_iter()
+    .filter(|&(_, color, file, rank)| rook_on(color, file, rank))
+    .map(|(c, ..)| c)
+    .collect();
+    let castling = if castling.is_empty() {
+        "-".to_string()
+    } else {
+        castling
+    };
+    // Nothing on its start square attacks the enemy king's (f1 or f10), so
+    // any subset of the start position is legal.
+    Position::from_fen(&format!("{board} w {castling} - 0 1"))
+        .expect("the start position thinned out is a legal position")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::CastlingSide;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn sparse_starts_keep_the_kings_and_only_start_pieces() {
+        let start = Position::start();
+        let mut rng = SmallRng::seed_from_u64(1);
+        let mut counts = Vec::new();
+        for _ in 0..500 {
+            let pos = sparse_start(&mut rng);
+            for color in Color::ALL {
+                assert_eq!(pos.king(color), start.king(color));
+            }
+            for sq in Square::all() {
+                if let Some(piece) = pos.piece_at(sq) {
+                    assert_eq!(start.piece_at(sq), Some(piece), "{}", pos.fen());
+                }
+            }
+            // The position is one the rules accept and play on.
+            assert!(!pos.in_check());
+            assert!(pos.outcome().is_none() || pos.occupied().count() == 2);
+            let rights = pos.castling_rights();
+            for color in Color::ALL {
+                for side in [CastlingSide::Short, CastlingSide::Long] {
+                    let rook = match side {
+                        CastlingSide::Short => Square::from_coords(9, 0),
+                        CastlingSide::Long => Square::from_coords(0, 0),
+                    };
+                    let rook = if color == Color::White {
+                        rook
+                    } else {
+                        rook.flip_rank()
+                    };
+                    assert_eq!(
+                        rights.has(color, side),
+                        pos.piece_at(rook) == Some(Piece::new(color, Kind::Rook))
+                    );
+                }
+            }
+            counts.push([
+                pos.color(Color::White).count(),
+                pos.color(Color::Black).count(),
+            ]);
+        }
+        // Thinned out, and unbalanced more often than not.
+        let pieces = |c: usize| counts.iter().map(|n| n[c]).sum::<u32>() as f64 / 500.0;
+        assert!(pieces(0) > 4.0 && pieces(0) < 14.0, "{}", pieces(0));
+        assert!(pieces(1) > 4.0 && pieces(1) < 14.0, "{}", pieces(1));
+        let unbalanced = counts.iter().filter(|n| n[0].abs_diff(n[1]) >= 3).count();
+        assert!(unbalanced > 250, "{unbalanced}");
+    }
+}
