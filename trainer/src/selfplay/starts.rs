@@ -30,28 +30,7 @@ pub fn sparse_start(rng: &mut impl Rng) -> Position {
                 .filter(|p| p.kind == Kind::King || rng.random_bool(keep_chance[p.color.index()]))
         })
         .collect();
-    let mut board = String::new();
-    for rank in (0..10).rev() {
-        let mut gap = 0;
-        for file in 0..10 {
-            match kept[Square::from_coords(file, rank).index()] {
-                Some(piece) => {
-                    if gap > 0 {
-                        board.push_str(&gap.to_string());
-                        gap = 0;
-                    }
-                    board.push(piece.char());
-                }
-                None => gap += 1,
-            }
-        }
-        if gap > 0 {
-            board.push_str(&gap.to_string());
-        }
-        if rank > 0 {
-            board.push('/');
-        }
-    }
+    let board = engine::fen::board_field(|sq| kept[sq.index()]);
     let rook_on = |color, file, rank| {
         kept[Square::from_coords(file, rank).index()] == Some(Piece::new(color, Kind::Rook))
     };
