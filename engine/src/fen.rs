@@ -76,7 +76,28 @@ impl Position {
 
     /// The FEN, with the rule 5/6 fields only when they differ from the default.
     pub fn fen(&self) -> String {
-        let mut out = board_field(|sq| self.piece_at(sq));
+        let mut out = String::new();
+        for rank in (0..SIZE as u8).rev() {
+            let mut gap = 0;
+            for file in 0..SIZE as u8 {
+                match self.piece_at(Square::from_coords(file, rank)) {
+                    Some(piece) => {
+                        if gap > 0 {
+                            out.push_str(&gap.to_string());
+                            gap = 0;
+                        }
+                        out.push(piece.char());
+                    }
+                    None => gap += 1,
+                }
+            }
+            if gap > 0 {
+                out.push_str(&gap.to_string());
+            }
+            if rank > 0 {
+                out.push('/');
+            }
+        }
         out.push(' ');
         out.push(self.side.char());
         out.push(' ');
@@ -259,7 +280,8 @@ fn parse_runs(field: &str) -> Result<Vec<(Color, Run)>, FenError> {
     Ok(runs)
 }
 
-fn validate_pieces(pos: &Position) -> Result<(), FenError> {
+/// The checks of a FEN's pieces that any position must pass.
+pub(crate) fn validate_pieces(pos: &Position) -> Result<(), FenError> {
     for color in Color::ALL {
         let count = pos.pieces(color, Kind::King).count();
         if count != 1 {
@@ -287,33 +309,6 @@ fn validate_pieces(pos: &Position) -> Result<(), FenError> {
         }
     }
     Ok(())
-}
-
-/// The FEN's first field: the pieces `piece_at` gives, rank 10 first.
-pub fn board_field(piece_at: impl Fn(Square) -> Option<Piece>) -> String {
-    let mut out = String::new();
-    for rank in (0..SIZE as u8).rev() {
-        let mut gap = 0;
-        for file in 0..SIZE as u8 {
-            match piece_at(Square::from_coords(file, rank)) {
-                Some(piece) => {
-                    if gap > 0 {
-                        out.push_str(&gap.to_string());
-                        gap = 0;
-                    }
-                    out.push(piece.char());
-                }
-                None => gap += 1,
-            }
-        }
-        if gap > 0 {
-            out.push_str(&gap.to_string());
-        }
-        if rank > 0 {
-            out.push('/');
-        }
-    }
-    out
 }
 
 /// Any passed-over square names the pawn; every square it passed over is a

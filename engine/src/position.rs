@@ -8,7 +8,7 @@ use crate::attacks::{
 };
 use crate::bitboard::Bitboard;
 use crate::castles::{Castles, CastlingSide};
-use crate::error::MoveError;
+use crate::error::{FenError, MoveError};
 use crate::rules::{control_period, Rules, Run};
 use crate::types::{Color, Kind, Piece, Square, NUM_SQUARES};
 use crate::zobrist;
@@ -329,6 +329,23 @@ impl Position {
             }
         }
         hash
+    }
+
+    /// This position with the pieces on `squares` taken off: castling
+    /// rights go with their king or rook, and an en passant right lapses.
+    /// Checked as a FEN's pieces are (a king taken off, or a king left in
+    /// check with the other side to move, is an error).
+    pub fn without_pieces(&self, squares: Bitboard) -> Result<Position, FenError> {
+        let mut pos = *self;
+        for sq in squares {
+            if let Some(piece) = pos.board[sq.index()] {
+                pos.remove(piece.color, piece.kind, sq);
+                pos.set_castling(pos.castling.touched(sq));
+            }
+        }
+        pos.ep = None;
+        crate::fen::validate_pieces(&pos)?;
+        Ok(pos)
     }
 
     #[inline]

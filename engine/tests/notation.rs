@@ -493,3 +493,23 @@ proptest! {
         parse_everything(&text, &fuzz_positions());
     }
 }
+
+#[test]
+fn pieces_taken_off_take_their_castling_rights_and_are_checked() {
+    let sq = |s: &str| s.parse::<engine::Square>().unwrap();
+    let start = Position::start();
+    let pos = start
+        .without_pieces([sq("k1"), sq("e9"), sq("b10")].into_iter().collect())
+        .unwrap();
+    assert_eq!(
+        pos.fen(),
+        "r1nbqkbnnr/pppp1ppppp/10/10/10/10/10/10/PPPPPPPPPP/RNNBQKBNN1 w Qkq - 0 1"
+    );
+    assert_eq!(pos.key(), Position::from_fen(&pos.fen()).unwrap().key());
+    // A king, or the last blocker before a king of the side not to move.
+    assert!(start.without_pieces(sq("f10").into()).is_err());
+    let pinned = Position::from_fen("5k4/10/10/5b4/10/10/10/10/10/5K4 b - - 0 1").unwrap();
+    let exposed = Position::from_fen("5k4/5r4/10/10/10/10/10/10/5B4/5K4 b - - 0 1").unwrap();
+    assert!(pinned.without_pieces(sq("f7").into()).is_ok());
+    assert!(exposed.without_pieces(sq("f2").into()).is_err());
+}

@@ -11,7 +11,7 @@
 
 use std::ops::RangeInclusive;
 
-use engine::{Color, Kind, Piece, Position, Square};
+use engine::{Bitboard, Kind, Position};
 use rand::Rng;
 
 /// Each side's keep chance is drawn from this range, independently, so that
@@ -23,42 +23,24 @@ const KEEP_CHANCE: RangeInclusive<f64> = 0.1..=0.7;
 pub fn sparse_start(rng: &mut impl Rng) -> Position {
     let start = Position::start();
     let keep_chance = [rng.random_range(KEEP_CHANCE), rng.random_range(KEEP_CHANCE)];
-    let kept: Vec<Option<Piece>> = Square::all()
-        .map(|sq| {
-            start
-                .piece_at(sq)
-                .filter(|p| p.kind == Kind::King || rng.random_bool(keep_chance[p.color.index()]))
+    let taken_off: Bitboard = start
+        .occupied()
+        .filter(|&sq| {
+            let piece = start.piece_at(sq).expect("an occupied square");
+            piece.kind != Kind::King && !rng.random_bool(keep_chance[piece.color.index()])
         })
         .collect();
-    let board = engine::fen::board_field(|sq| kept[sq.index()]);
-    let rook_on = |color, file, rank| {
-        kept[Square::from_coords(file, rank).index()] == Some(Piece::new(color, Kind::Rook))
-    };
-    let castling: String = [
-        ('K', Color::White, 9, 0),
-        ('Q', Color::White, 0, 0),
-        ('k', Color::Black, 9, 9),
-        ('q', Color::Black, 0, 9),
-    ]
-    .into_iter()
-    .filter(|&(_, color, file, rank)| rook_on(color, file, rank))
-    .map(|(c, ..)| c)
-    .collect();
-    let castling = if castling.is_empty() {
-        "-".to_string()
-    } else {
-        castling
-    };
     // Nothing on its start square attacks the enemy king's (f1 or f10), so
     // any subset of the start position is legal.
-    Position::from_fen(&format!("{board} w {castling} - 0 1"))
+    start
+        .without_pieces(taken_off)
         .expect("the start position thinned out is a legal position")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::CastlingSide;
+    use engine::{CastlingSide, Color, Piece, Square};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
