@@ -84,6 +84,11 @@ fn greedy_against_random_reports_json() {
     let summary = last_json(&output);
     assert_eq!(summary["games"], 6);
     assert_eq!(total(&summary), 6);
+    // stdout is the summary alone; the games went to stderr as progress.
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let game_lines = stderr.lines().filter(|l| l.starts_with("game ")).count();
+    assert_eq!(game_lines, 6, "{stderr}");
     assert_eq!(summary["player1"], "greedy");
     assert_eq!(summary["player2"], "random");
     assert_eq!(summary["forfeits"], 0);

@@ -64,7 +64,8 @@ pub struct ArenaArgs {
     /// Write every game here as PGN when the match ends.
     #[arg(long, value_name = "FILE")]
     pgn_out: Option<PathBuf>,
-    /// No line per game; the last line is a JSON summary.
+    /// The summary as one JSON object on stdout; the line per game goes to
+    /// stderr, so that a long match still shows its progress.
     #[arg(long)]
     json: bool,
     /// Serve the games in a browser while they are played, on IP:PORT
@@ -112,7 +113,9 @@ pub fn run(args: ArenaArgs) -> Result<()> {
     }
     tracing::info!(device = ?models::device(), "arena");
     let summary = play_match(&args.to_spec()?, &AtomicBool::new(false), |line| {
-        if !args.json {
+        if args.json {
+            eprintln!("{line}");
+        } else {
             println!("{line}");
         }
     })?;

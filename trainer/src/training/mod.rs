@@ -818,6 +818,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("loss/value", step_stats.value_loss),
                         ("train/policy_accuracy", step_stats.policy_accuracy),
                         ("train/value_mse", step_stats.value_mse),
+                        ("train/value_spread", step_stats.value_spread),
                         ("loss/material", step_stats.material_loss),
                         ("loss/moves_left", step_stats.moves_left_loss),
                         ("loss/reply", step_stats.reply_loss),

@@ -146,6 +146,9 @@ pub struct StepStats {
     pub policy_accuracy: f64,
     /// Mean squared error of the expected score (win - loss).
     pub value_mse: f64,
+    /// Standard deviation of the predicted score over the batch: near 0,
+    /// the value head answers the same for every position (a dead head).
+    pub value_spread: f64,
     /// The material head's mean squared error (0 without the head).
     pub material_loss: f64,
     /// The moves-left head's Huber loss, in units of [`MOVES_LEFT_UNIT`]
@@ -363,11 +366,13 @@ impl TrainState {
             let mse = ((score(&probs) - score(&target_wdl)).square().view([-1]) * &value_mask)
                 .sum(Kind::Float)
                 / &known;
+            let spread = score(&probs).std(true);
             StepStats {
                 policy_loss: policy_loss.double_value(&[]),
                 value_loss: value_loss.double_value(&[]),
                 policy_accuracy: hits.double_value(&[]),
                 value_mse: mse.double_value(&[]),
+                value_spread: spread.double_value(&[]),
                 material_loss: material_loss.map_or(0.0, |m| m.double_value(&[])),
                 moves_left_loss: moves_left_loss.map_or(0.0, |m| m.double_value(&[])),
                 reply_loss: reply_loss.map_or(0.0, |r| r.double_value(&[])),
