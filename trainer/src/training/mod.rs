@@ -50,7 +50,7 @@ use crate::selfplay::data::GameRecord;
 use crate::selfplay::{self, Finished};
 use crate::training::progress::{Progress, Status};
 use crate::training::replay::{ReplayBuffer, ReuseLimiter};
-use crate::training::state::{StepStats, TrainState};
+use crate::training::state::{StepStats, TrainState, ValueHeadWatch};
 
 /// One `mixzero train` session of a run.
 #[derive(Clone, Debug)]
@@ -754,6 +754,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     let mut steps_done = 0u64;
     let mut tally = SelfPlayTotals::default();
     let mut last_stats: Option<StepStats> = None;
+    let mut value_watch = ValueHeadWatch::default();
     let mut steps_since_checkpoint = 0u64;
     let mut last_log = Instant::now();
     let mut last_tally = (0u64, 0u64, Instant::now());
@@ -806,6 +807,15 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 .recv()
                 .map_err(|_| anyhow::anyhow!("training step lost (its thread stopped)"))?;
             last_stats = Some(step_stats);
+            if value_watch.observe(&step_stats) {
+                tracing::warn!(
+                    step = start_step + steps_done + 1,
+                    value_spread = step_stats.value_spread,
+                    "the value head answers the same for every position (its ReLUs are off); \
+                     it will not recover: restart the run with a lower [training] lr_schedule \
+                     or more warmup_steps"
+                );
+            }
             steps_done += 1;
             steps_since_checkpoint += 1;
             let step = start_step + steps_done;

@@ -159,6 +159,39 @@ pub struct StepStats {
     pub learning_rate: f64,
 }
 
+/// Watches `value_spread` for a dead value head: one whose ReLUs have all
+/// switched off, so that it answers the same for every position and the
+/// search plays on the priors alone. Such a head gets no gradient and
+/// does not come back (its parameters stood still from step 500 to the
+/// end of a 4,000-step run).
+#[derive(Debug, Default)]
+pub struct ValueHeadWatch {
+    /// Steps in a row with the spread below [`ValueHeadWatch::DEAD_SPREAD`].
+    flat_steps: u64,
+    warned: bool,
+}
+
+impl ValueHeadWatch {
+    /// A live head's predicted scores spread by about 0.6 over a batch of
+    /// the default run by step 400; a dead one answered within 0.01 of the
+    /// same score for positions a queen up and a queen down.
+    pub const DEAD_SPREAD: f64 = 0.02;
+    /// Steps in a row the spread must stay that low: one flat batch (say,
+    /// of drawn games) is not a dead head.
+    pub const DEAD_STEPS: u64 = 300;
+
+    /// True once, at the step that makes the head count as dead.
+    pub fn observe(&mut self, stats: &StepStats) -> bool {
+        self.flat_steps = match stats.value_spread < Self::DEAD_SPREAD {
+            true => self.flat_steps + 1,
+            false => 0,
+        };
+        let dead = self.flat_steps >= Self::DEAD_STEPS && !self.warned;
+        self.warned |= dead;
+        dead
+    }
+}
+
 /// Where the moves-left loss turns from squared to absolute error, in units
 /// of [`MOVES_LEFT_UNIT`] plies: 10 plies. Game lengths have a long tail
 /// (one blunder ends a game early, a shuffle drags it on), and a squared
@@ -520,6 +553,26 @@ impl TrainState {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_flat_value_is_reported_once_and_a_spread_resets_the_count() {
+        let stats = |value_spread| StepStats {
+            value_spread,
+            ..StepStats::default()
+        };
+        let mut watch = ValueHeadWatch::default();
+        let mut reports = 0;
+        for step in 0..ValueHeadWatch::DEAD_STEPS * 3 {
+            // A live spread now and then keeps it from counting.
+            let spread = if step % 100 == 99 { 0.5 } else { 0.001 };
+            reports += watch.observe(&stats(spread)) as u32;
+        }
+        assert_eq!(reports, 0);
+        for _ in 0..ValueHeadWatch::DEAD_STEPS * 3 {
+            reports += watch.observe(&stats(0.001)) as u32;
+        }
+        assert_eq!(reports, 1);
+    }
     use super::*;
     use models::encoding::EncoderConfig;
     use models::net::NetConfig;
