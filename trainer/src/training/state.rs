@@ -161,9 +161,9 @@ pub struct StepStats {
 
 /// Watches `value_spread` for a dead value head: one whose ReLUs have all
 /// switched off, so that it answers the same for every position and the
-/// search plays on the priors alone. Such a head gets no gradient and
-/// does not come back (its parameters stood still from step 500 to the
-/// end of a 4,000-step run).
+/// search plays on the priors alone. Its channels then get no gradient
+/// and do not come back (in a 4,000-step run their normalisation
+/// parameters stood still from step 500 to the end).
 #[derive(Debug, Default)]
 pub struct ValueHeadWatch {
     /// Steps in a row with the spread below [`ValueHeadWatch::DEAD_SPREAD`].
