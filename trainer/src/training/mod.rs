@@ -807,19 +807,19 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 .recv()
                 .map_err(|_| anyhow::anyhow!("training step lost (its thread stopped)"))?;
             last_stats = Some(step_stats);
+            steps_done += 1;
+            steps_since_checkpoint += 1;
+            let step = start_step + steps_done;
+            train_step.store(step, Ordering::Relaxed);
             if value_watch.observe(&step_stats) {
                 tracing::warn!(
-                    step = start_step + steps_done + 1,
+                    step,
                     value_spread = step_stats.value_spread,
                     "the value head answers the same for every position (its ReLUs are off); \
                      it will not recover: restart the run with a lower [training] lr_schedule \
                      or more warmup_steps"
                 );
             }
-            steps_done += 1;
-            steps_since_checkpoint += 1;
-            let step = start_step + steps_done;
-            train_step.store(step, Ordering::Relaxed);
             if step % 10 == 0 {
                 metrics.scalars(
                     step,

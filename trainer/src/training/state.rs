@@ -168,7 +168,6 @@ pub struct StepStats {
 pub struct ValueHeadWatch {
     /// Steps in a row with the spread below [`ValueHeadWatch::DEAD_SPREAD`].
     flat_steps: u64,
-    warned: bool,
 }
 
 impl ValueHeadWatch {
@@ -180,15 +179,14 @@ impl ValueHeadWatch {
     /// of drawn games) is not a dead head.
     pub const DEAD_STEPS: u64 = 300;
 
-    /// True once, at the step that makes the head count as dead.
+    /// True at the step that makes a flat run of steps count as a dead head
+    /// (once: the run then only grows).
     pub fn observe(&mut self, stats: &StepStats) -> bool {
         self.flat_steps = match stats.value_spread < Self::DEAD_SPREAD {
             true => self.flat_steps + 1,
             false => 0,
         };
-        let dead = self.flat_steps >= Self::DEAD_STEPS && !self.warned;
-        self.warned |= dead;
-        dead
+        self.flat_steps == Self::DEAD_STEPS
     }
 }
 
@@ -396,10 +394,11 @@ impl TrainState {
                 .mean(Kind::Float);
             let probs = log_wdl.exp();
             let score = |t: &Tensor| t.narrow(1, 0, 1) - t.narrow(1, 2, 1);
-            let mse = ((score(&probs) - score(&target_wdl)).square().view([-1]) * &value_mask)
+            let predicted = score(&probs);
+            let mse = ((&predicted - score(&target_wdl)).square().view([-1]) * &value_mask)
                 .sum(Kind::Float)
                 / &known;
-            let spread = score(&probs).std(true);
+            let spread = predicted.std(true);
             StepStats {
                 policy_loss: policy_loss.double_value(&[]),
                 value_loss: value_loss.double_value(&[]),
@@ -553,26 +552,6 @@ impl TrainState {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_flat_value_is_reported_once_and_a_spread_resets_the_count() {
-        let stats = |value_spread| StepStats {
-            value_spread,
-            ..StepStats::default()
-        };
-        let mut watch = ValueHeadWatch::default();
-        let mut reports = 0;
-        for step in 0..ValueHeadWatch::DEAD_STEPS * 3 {
-            // A live spread now and then keeps it from counting.
-            let spread = if step % 100 == 99 { 0.5 } else { 0.001 };
-            reports += watch.observe(&stats(spread)) as u32;
-        }
-        assert_eq!(reports, 0);
-        for _ in 0..ValueHeadWatch::DEAD_STEPS * 3 {
-            reports += watch.observe(&stats(0.001)) as u32;
-        }
-        assert_eq!(reports, 1);
-    }
     use super::*;
     use models::encoding::EncoderConfig;
     use models::net::NetConfig;
@@ -619,6 +598,26 @@ mod tests {
             reply_mask: (0..n).map(|i| (i % 5 != 0) as u8 as f32).collect(),
             n,
         }
+    }
+
+    #[test]
+    fn a_flat_value_is_reported_once_and_a_spread_resets_the_count() {
+        let stats = |value_spread| StepStats {
+            value_spread,
+            ..StepStats::default()
+        };
+        let mut watch = ValueHeadWatch::default();
+        let mut reports = 0;
+        for step in 0..ValueHeadWatch::DEAD_STEPS * 3 {
+            // A live spread now and then keeps it from counting.
+            let spread = if step % 100 == 99 { 0.5 } else { 0.001 };
+            reports += watch.observe(&stats(spread)) as u32;
+        }
+        assert_eq!(reports, 0);
+        for _ in 0..ValueHeadWatch::DEAD_STEPS * 3 {
+            reports += watch.observe(&stats(0.001)) as u32;
+        }
+        assert_eq!(reports, 1);
     }
 
     #[test]
