@@ -13,6 +13,7 @@ use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::selfplay::bootstrap::IMPORTED;
 use crate::selfplay::data::GameRecord;
 
 /// The window of recent samples that training draws from. It grows with the
@@ -105,6 +106,11 @@ pub struct TrainingSample {
     /// for a number of plies nobody knows.
     pub result_known: bool,
     pub search_value: f32,
+    /// For a self-play game stopped at the length cap: the root value of
+    /// its last full search, from this position's side to move (what
+    /// [`CappedValue::Search`] teaches). `None` for a game with a result and
+    /// for imported games, which have no search values.
+    pub capped_value: Option<f32>,
     /// The side to move's material balance in pawns some plies later (or at
     /// the game's end, if sooner): the auxiliary material head's target.
     pub material_later: f32,
@@ -128,6 +134,8 @@ pub struct TrainingSample {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Targets {
     pub q_share: f32,
+    /// What a game stopped at the length cap teaches the value.
+    pub capped_value: CappedValue,
     /// How many plies later the material is read.
     pub material_plies: usize,
     /// Pawns ahead that count as tanh(1), about 0.76.
@@ -135,6 +143,21 @@ pub struct Targets {
     /// Whether batches carry the reply head's targets (8,900 floats a
     /// sample, so only when that head is trained).
     pub reply: bool,
+}
+
+/// What a game stopped at `[selfplay] max_plies` teaches the value. The cap
+/// is no rule of the game, so the material verdict it ends with is not a
+/// result the position could tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CappedValue {
+    /// Nothing: only games the rules ended teach the value.
+    None,
+    /// The root value of the game's last full search stands in for the
+    /// result the game would have had (partial-episode bootstrapping, Pardo
+    /// et al., "Time Limits in Reinforcement Learning", ICML 2018), so that
+    /// the many capped games of a young net teach the value too.
+    Search,
 }
 
 impl ReplayBuffer {
@@ -287,6 +310,7 @@ pub fn training_sample(
     let pos = *replay.position();
     let record = &game.moves[ply];
     let total: f64 = record.visits.iter().map(|&v| v as f64).sum();
+    let result_known = game.outcome.reason != Reason::Adjudication;
     TrainingSample {
         history: past.into(),
         repetitions: replay.repetitions().min(u8::MAX as usize) as u8,
@@ -297,12 +321,24 @@ pub fn training_sample(
             .map(|&v| (v as f64 / total) as f32)
             .collect(),
         wdl: wdl_for(game.outcome.winner, pos.side_to_move()),
-        result_known: game.outcome.reason != Reason::Adjudication,
+        result_known,
         search_value: record.search_value,
+        capped_value: (!result_known && game.network != IMPORTED)
+            .then(|| last_search_value(game, ply))
+            .flatten(),
         material_later: material_later(game, ply, pos, material_plies),
         plies_left: (game.moves.len() - ply) as u32,
         reply: reply_target(game, ply, pos),
     }
+}
+
+/// The root value of `game`'s last full search, from the view of the side
+/// to move at `ply` (the same side every other ply). `None` if no move of
+/// the game was searched fully.
+fn last_search_value(game: &GameRecord, ply: usize) -> Option<f32> {
+    let last = game.moves.iter().rposition(|m| !m.visits.is_empty())?;
+    let value = game.moves[last].search_value;
+    Some(if (last - ply) % 2 == 0 { value } else { -value })
 }
 
 /// The reply to the move at `ply` of `game` (played from `pos`): see
@@ -357,12 +393,16 @@ pub struct Batch {
     pub legal: Vec<f32>,
     /// `n * 3` win, draw, loss targets.
     pub wdl: Vec<f32>,
-    /// `n`: 1 where the sample's game has a result to learn, else 0.
+    /// `n`: 1 where the sample teaches the value
+    /// ([`TrainingSample::teaches_value`]), else 0.
     pub value_mask: Vec<f32>,
+    /// `n`: 1 where the sample's game has a result (an end to count the
+    /// moves left to), else 0.
+    pub result_mask: Vec<f32>,
     /// `n` material targets in (-1, 1).
     pub material: Vec<f32>,
     /// `n` moves-left targets, plies left / [`MOVES_LEFT_UNIT`], learned
-    /// where `value_mask` is 1.
+    /// where `result_mask` is 1.
     pub moves_left: Vec<f32>,
     /// `n * POLICY_SIZE` reply targets; empty unless [`Targets::reply`].
     pub reply: Vec<f32>,
@@ -374,10 +414,24 @@ pub struct Batch {
 
 impl TrainingSample {
     /// The value target: the result, with `targets.q_share` of the search
-    /// value (entered as win/draw/loss with the same mean).
+    /// value (entered as win/draw/loss with the same mean). In a game
+    /// stopped at the length cap the result is the capped value if
+    /// `targets.capped_value` asks for it; learned only where
+    /// [`Self::teaches_value`].
     pub fn value_target(&self, targets: &Targets) -> [f32; 3] {
+        let result = match (self.result_known, targets.capped_value, self.capped_value) {
+            (false, CappedValue::Search, Some(value)) => spread(value),
+            _ => self.wdl,
+        };
         let from_q = spread(self.search_value);
-        std::array::from_fn(|i| (1.0 - targets.q_share) * self.wdl[i] + targets.q_share * from_q[i])
+        std::array::from_fn(|i| (1.0 - targets.q_share) * result[i] + targets.q_share * from_q[i])
+    }
+
+    /// Whether the value learns from this sample: where its game has a
+    /// result, or a capped value that `targets` takes.
+    pub fn teaches_value(&self, targets: &Targets) -> bool {
+        self.result_known
+            || (targets.capped_value == CappedValue::Search && self.capped_value.is_some())
     }
 
     /// The material head's target: tanh(pawns ahead / scale).
@@ -411,6 +465,10 @@ pub fn build_batch(
         legal: vec![0.0; n * POLICY_SIZE],
         wdl: vec![0.0; n * 3],
         value_mask: samples
+            .iter()
+            .map(|s| s.teaches_value(targets) as u8 as f32)
+            .collect(),
+        result_mask: samples
             .iter()
             .map(|s| s.result_known as u8 as f32)
             .collect(),
@@ -501,6 +559,7 @@ mod tests {
     /// The game result alone.
     const RESULT_ONLY: Targets = Targets {
         q_share: 0.0,
+        capped_value: CappedValue::None,
         material_plies: 1,
         material_scale: 1.0,
         reply: false,
@@ -815,12 +874,14 @@ mod tests {
             wdl: [0.0, 0.0, 1.0],
             result_known: true,
             search_value: 0.5,
+            capped_value: None,
             material_later: 3.0,
             plies_left: 10,
             reply: Vec::new(),
         };
         let mix = |q_share| Targets {
             q_share,
+            capped_value: CappedValue::None,
             material_plies: 8,
             material_scale: 3.0,
             reply: false,
@@ -886,6 +947,52 @@ mod tests {
         let resigned = scripted_game(fen, &moves, Outcome::win(Color::White, Reason::Resignation));
         assert!(training_sample(&resigned, 0, 1, 1).result_known);
         assert_eq!(later(&stalemate, 0, 4), -9.0);
+    }
+
+    #[test]
+    fn capped_games_teach_their_last_search_value_when_asked() {
+        let fen = "4qk4/10/10/10/4p5/10/3N6/10/10/5K4 w - - 0 11";
+        let moves = ["d4e6", "e10e6", "f1g1", "e6e5"];
+        let mut game = scripted_game(fen, &moves, Outcome::draw(Reason::Adjudication));
+        // Black's full search at ply 1 is the last: plies 2 and 3 were fast.
+        game.moves[1].search_value = 0.6;
+        game.moves[3].search_value = -0.9;
+        game.moves[2].visits.clear();
+        game.moves[3].visits.clear();
+        let encoder = EncoderConfig { history: 1 };
+        let samples: Vec<TrainingSample> = (0..2)
+            .map(|ply| training_sample(&game, ply, 1, 1))
+            .collect();
+        let capped: Vec<Option<f32>> = samples.iter().map(|s| s.capped_value).collect();
+        assert_eq!(capped, [Some(-0.6), Some(0.6)], "each side's view");
+
+        let search = Targets {
+            capped_value: CappedValue::Search,
+            ..RESULT_ONLY
+        };
+        let batch = build_batch(&samples, &encoder, &search);
+        assert_eq!(batch.value_mask, [1.0; 2]);
+        assert_eq!(batch.result_mask, [0.0; 2], "still no moves-left target");
+        let close =
+            |got: &[f32], want: [f32; 3]| got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6);
+        assert!(close(&batch.wdl[..3], [0.0, 0.4, 0.6]), "{:?}", batch.wdl);
+        assert!(close(&batch.wdl[3..6], [0.6, 0.4, 0.0]), "{:?}", batch.wdl);
+        // Off, the capped game teaches no value.
+        let batch = build_batch(&samples, &encoder, &RESULT_ONLY);
+        assert_eq!(batch.value_mask, [0.0; 2]);
+
+        // A game with a result keeps it: the capped value is only for the cap.
+        game.outcome = Outcome::win(Color::White, Reason::Resignation);
+        let sample = training_sample(&game, 1, 1, 1);
+        assert_eq!(sample.capped_value, None);
+        assert_eq!(sample.value_target(&search), [0.0, 0.0, 1.0]);
+        assert!(sample.teaches_value(&search));
+        // Imported games have no search values to stand in.
+        game.outcome = Outcome::draw(Reason::Adjudication);
+        game.network = IMPORTED;
+        let sample = training_sample(&game, 1, 1, 1);
+        assert_eq!(sample.capped_value, None);
+        assert!(!sample.teaches_value(&search));
     }
 
     #[test]
@@ -955,6 +1062,7 @@ mod tests {
         };
         let batch = build_batch(&samples, &EncoderConfig { history: 1 }, &targets);
         assert_eq!(batch.value_mask, [0.0; 4]);
+        assert_eq!(batch.result_mask, [0.0; 4]);
         let expected = [0.04, 0.03, 0.02, 0.01];
         assert!(batch
             .moves_left

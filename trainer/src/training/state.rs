@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::run_dir::Checkpoints;
-use crate::training::replay::{Batch, Targets};
+use crate::training::replay::{Batch, CappedValue, Targets};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -41,6 +41,8 @@ pub struct TrainingConfig {
     /// Share of the value target taken from the root search value instead of
     /// the game result (lc0's q ratio): less noise from one game's outcome.
     pub value_q_share: f64,
+    /// What a game stopped at the length cap teaches the value.
+    pub capped_value: CappedValue,
     /// Weight of the material head's loss (mean squared error against the
     /// material balance `material_plies` later, squashed as tanh(pawns /
     /// `material_scale`)); needs `[net] material_head` (0 = off).
@@ -116,6 +118,7 @@ impl TrainingConfig {
     pub fn targets(&self) -> Targets {
         Targets {
             q_share: self.value_q_share as f32,
+            capped_value: self.capped_value,
             material_plies: self.material_plies,
             material_scale: self.material_scale as f32,
             reply: self.reply_weight > 0.0,
@@ -278,6 +281,7 @@ impl TrainState {
         let legal = upload(&batch.legal, &[n, POLICY_SIZE as i64]);
         let target_wdl = upload(&batch.wdl, &[n, 3]);
         let value_mask = upload(&batch.value_mask, &[n]);
+        let result_mask = upload(&batch.result_mask, &[n]);
         let target_material = upload(&batch.material, &[n]);
         let target_moves_left = upload(&batch.moves_left, &[n]);
 
@@ -295,7 +299,7 @@ impl TrainState {
         let log_policy = masked.log_softmax(-1, Kind::Float);
         let row_sum = |t: Tensor| t.sum_dim_intlist(&[1i64][..], false, Kind::Float);
         let policy_loss = -row_sum(&target_policy * &log_policy).mean(Kind::Float);
-        // Only games with a result teach the value.
+        // Only games with a result (or a capped value) teach the value.
         let log_wdl = heads.value.log_softmax(-1, Kind::Float);
         let known = value_mask.sum(Kind::Float).clamp_min(1.0);
         let value_loss = -(row_sum(&target_wdl * &log_wdl) * &value_mask).sum(Kind::Float) / &known;
@@ -310,8 +314,7 @@ impl TrainState {
             }
             _ => None,
         };
-        // Games stopped at the length cap have no end to count to: the
-        // value's mask.
+        // Games stopped at the length cap have no end to count to.
         let moves_left_loss = match (&heads.moves_left, config.moves_left_weight > 0.0) {
             (Some(predicted), true) => {
                 // smooth_l1 is Huber divided by its threshold: absolute error
@@ -321,7 +324,8 @@ impl TrainState {
                     tch::Reduction::None,
                     MOVES_LEFT_HUBER,
                 );
-                let mean = (huber * &value_mask).sum(Kind::Float) / &known;
+                let with_result = result_mask.sum(Kind::Float).clamp_min(1.0);
+                let mean = (huber * &result_mask).sum(Kind::Float) / with_result;
                 loss += &mean * config.moves_left_weight;
                 Some(mean)
             }
@@ -590,6 +594,7 @@ mod tests {
             legal,
             wdl,
             value_mask: (0..n).map(|i| (i % 4 != 0) as u8 as f32).collect(),
+            result_mask: (0..n).map(|i| (i % 3 != 0) as u8 as f32).collect(),
             material: (0..n).map(|i| (i as f32 / n as f32) - 0.5).collect(),
             moves_left: (0..n).map(|i| (i % 7) as f32 * 0.3).collect(),
             reply: (0..n * POLICY_SIZE)
@@ -653,6 +658,7 @@ mod tests {
         // Nothing to learn where every sample is masked.
         let masked = Batch {
             value_mask: vec![0.0; 16],
+            result_mask: vec![0.0; 16],
             reply_mask: vec![0.0; 16],
             ..batch.clone()
         };
