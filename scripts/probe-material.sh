@@ -9,6 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 weights=${1:?usage: probe-material.sh WEIGHTS [NODES] [MIXZERO]}
 nodes=${2:-30}
+[[ -e $weights ]] || { echo "probe-material.sh: no weights at $weights" >&2; exit 1; }
 mixzero=${3:-}
 if [[ -z $mixzero ]]; then
   "$root/scripts/setup.sh"
@@ -25,8 +26,8 @@ positions=(
   "black army vs bare king|rnnbqkbnnr/pppppppppp/10/10/10/10/10/10/10/5K4 w - - 0 1"
 )
 
-coproc engine { "$mixzero" uci --weights "$weights" --capture-prior 0 2>/dev/null; }
-trap 'kill "$engine_PID" 2>/dev/null || true' EXIT
+coproc engine { "$mixzero" uci --weights "$weights" --capture-prior 0; }
+trap 'kill "${engine_PID:-}" 2>/dev/null || true' EXIT
 echo uci >&"${engine[1]}"
 printf '%-28s %5s %5s %5s  %s\n' position win draw loss best
 for entry in "${positions[@]}"; do
@@ -34,7 +35,9 @@ for entry in "${positions[@]}"; do
   fen=${entry#*|}
   printf 'position fen %s\ngo nodes %s\n' "$fen" "$nodes" >&"${engine[1]}"
   wdl=(- - -)
-  while read -r line <&"${engine[0]}"; do
+  best=-
+  while true; do
+    read -r line <&"${engine[0]}" || { echo "probe-material.sh: mixzero uci stopped" >&2; exit 1; }
     if [[ $line == info*" wdl "* ]]; then
       read -r -a wdl <<<"${line#* wdl }"
     elif [[ $line == bestmove* ]]; then

@@ -323,9 +323,11 @@ pub fn training_sample(
         wdl: wdl_for(game.outcome.winner, pos.side_to_move()),
         result_known,
         search_value: record.search_value,
-        capped_value: (!result_known && game.network != IMPORTED)
-            .then(|| last_search_value(game, ply))
-            .flatten(),
+        capped_value: if result_known || game.network == IMPORTED {
+            None
+        } else {
+            last_search_value(game, ply)
+        },
         material_later: material_later(game, ply, pos, material_plies),
         plies_left: (game.moves.len() - ply) as u32,
         reply: reply_target(game, ply, pos),
@@ -414,15 +416,10 @@ pub struct Batch {
 
 impl TrainingSample {
     /// The value target: the result, with `targets.q_share` of the search
-    /// value (entered as win/draw/loss with the same mean). In a game
-    /// stopped at the length cap the result is the capped value if
-    /// `targets.capped_value` asks for it; learned only where
-    /// [`Self::teaches_value`].
+    /// value (entered as win/draw/loss with the same mean); learned only
+    /// where [`Self::teaches_value`].
     pub fn value_target(&self, targets: &Targets) -> [f32; 3] {
-        let result = match (self.result_known, targets.capped_value, self.capped_value) {
-            (false, CappedValue::Search, Some(value)) => spread(value),
-            _ => self.wdl,
-        };
+        let result = self.result(targets).unwrap_or(self.wdl);
         let from_q = spread(self.search_value);
         std::array::from_fn(|i| (1.0 - targets.q_share) * result[i] + targets.q_share * from_q[i])
     }
@@ -430,8 +427,17 @@ impl TrainingSample {
     /// Whether the value learns from this sample: where its game has a
     /// result, or a capped value that `targets` takes.
     pub fn teaches_value(&self, targets: &Targets) -> bool {
-        self.result_known
-            || (targets.capped_value == CappedValue::Search && self.capped_value.is_some())
+        self.result(targets).is_some()
+    }
+
+    /// The result the value learns: the game's, or in a game stopped at the
+    /// length cap its capped value if `targets.capped_value` asks for it.
+    fn result(&self, targets: &Targets) -> Option<[f32; 3]> {
+        match (self.result_known, targets.capped_value) {
+            (true, _) => Some(self.wdl),
+            (false, CappedValue::Search) => self.capped_value.map(spread),
+            (false, CappedValue::None) => None,
+        }
     }
 
     /// The material head's target: tanh(pawns ahead / scale).
