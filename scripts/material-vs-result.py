@@ -27,6 +27,7 @@ import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# engine::players::PIECE_VALUES in pawns (mixchess does not print material).
 VALUES = {"p": 1.0, "n": 3.0, "b": 3.25, "r": 5.0, "q": 9.0, "k": 0.0}
 
 
@@ -35,6 +36,8 @@ class Replayer:
 
     def __init__(self, mixchess):
         self.mixchess = mixchess
+        # The table and the probe read the same games: each is replayed once.
+        self.replayed = {}
 
     def show(self, moves):
         out = subprocess.run([self.mixchess, "show", "--json", "--moves", " ".join(moves)],
@@ -43,10 +46,12 @@ class Replayer:
             sys.exit(f"material-vs-result: mixchess show failed: {out.stderr.strip()}")
         return json.loads(out.stdout)
 
-    def fens(self, sans, upto):
-        """FENs of the positions before each of the first `upto` moves and after the last."""
+    def fens(self, sans):
+        """FENs of the positions before each move and after the last."""
+        if tuple(sans) in self.replayed:
+            return self.replayed[tuple(sans)]
         moves, fens = [], []
-        for san in sans[:upto]:
+        for san in sans:
             shown = self.show(moves)
             fens.append(shown["fen"])
             plain = [s.rstrip("+#") for s in shown["san"]]
@@ -55,6 +60,7 @@ class Replayer:
             except ValueError:
                 sys.exit(f"material-vs-result: {san} is not legal in {shown['fen']}")
         fens.append(self.show(moves)["fen"])
+        self.replayed[tuple(sans)] = fens
         return fens
 
 
@@ -111,7 +117,7 @@ def table(replayer, found):
     buckets = defaultdict(lambda: [0, 0, 0])
     decided = [g for g in found if g[1] not in ("adjudication", "")]
     for result, _, sans in decided:
-        for ply, fen in enumerate(replayer.fens(sans, len(sans))[:-1]):
+        for ply, fen in enumerate(replayer.fens(sans)[:-1]):
             white = fen.split()[1] == "w"
             outcome = 1 if result == "1/2-1/2" else (0 if (result == "1-0") == white else 2)
             pawns = balance(fen)
@@ -130,7 +136,7 @@ def probe_positions(replayer, found, ply, count):
     for _, _, sans in found:
         if len(sans) < ply + 10:
             continue
-        fen = replayer.fens(sans, ply)[ply]
+        fen = replayer.fens(sans)[ply]
         no_black, no_white = without(fen, "q"), without(fen, "Q")
         if no_black and no_white:
             positions.append((fen, no_black, no_white))
