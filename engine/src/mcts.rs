@@ -54,6 +54,9 @@ impl std::fmt::Display for RootSearch {
     }
 }
 
+/// The policy temperatures a search accepts.
+pub const POLICY_TEMPERATURES: std::ops::RangeInclusive<f32> = 0.1..=10.0;
+
 /// Search settings. [`SearchConfig::default`] is the play-time setting (no
 /// root noise); self-play's come from the `[search]` section of a run's
 /// config, every key given there.
@@ -89,6 +92,12 @@ pub struct SearchConfig {
     /// few playouts then miss both free pieces and the replies that punish
     /// a hung one.
     pub capture_prior: f32,
+    /// The search's priors (PUCT's, and a Gumbel root's logits) are the
+    /// evaluator's raised to 1 / this and renormalised (lc0's policy softmax
+    /// temperature): above 1 flattens them, so that a move the network barely
+    /// considers, such as a capture a young network has not learnt, still
+    /// gets visits from a few playouts.
+    pub policy_temperature: f32,
     /// How the root searches.
     pub root: RootSearch,
     /// Gumbel root: moves sampled for sequential halving (at most the legal ones)...
@@ -114,6 +123,7 @@ impl Default for SearchConfig {
             history: 8,
             win_check: true,
             capture_prior: 0.2,
+            policy_temperature: 1.0,
             root: RootSearch::Puct,
             gumbel_considered: 16,
             gumbel_c_visit: 50.0,
@@ -142,6 +152,12 @@ impl SearchConfig {
         within("gumbel_considered", self.gumbel_considered, 1, 1024)?;
         non_negative("gumbel_c_visit", self.gumbel_c_visit)?;
         non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
+        within(
+            "policy_temperature",
+            self.policy_temperature,
+            *POLICY_TEMPERATURES.start(),
+            *POLICY_TEMPERATURES.end(),
+        )?;
         check(
             (0.0..1.0).contains(&self.capture_prior),
             "capture_prior",
@@ -704,13 +720,15 @@ impl Search {
     }
 
     /// The priors PUCT uses for `id`'s children (moves in `pos`): the
-    /// evaluator's, with `capture_prior` of the mass moved onto the captures,
-    /// evenly; a root kept free of the heuristic keeps the evaluator's.
+    /// evaluator's at `policy_temperature`, with `capture_prior` of the mass
+    /// moved onto the captures, evenly; a root kept free of the heuristic
+    /// has no capture share (what a kept root had is undone).
     fn shape_priors(&mut self, id: NodeId, pos: &Position) {
         let share = match id == ROOT && !self.root_capture_prior {
             true => 0.0,
             false => self.config.capture_prior,
         };
+        let exponent = 1.0 / self.config.policy_temperature;
         let range = self.nodes[id as usize].children();
         let children = &mut self.nodes[range];
         let is_capture = |c: &Node| pos.is_capture(c.mv.expect("children carry moves"));
@@ -718,17 +736,34 @@ impl Search {
             true => children.iter().filter(|c| is_capture(c)).count(),
             false => 0,
         };
-        if captures == 0 {
-            // Unshaped: what a kept root may have had is undone.
-            for child in children.iter_mut() {
-                child.prior = child.net_prior;
-            }
-            return;
-        }
-        let bonus = share / captures as f32;
+        let (share, bonus) = match captures {
+            0 => (0.0, 0.0),
+            n => (share, share / n as f32),
+        };
+        // Each child's prior before the capture share: the evaluator's, or
+        // at a temperature other than 1 its power, renormalised (unless
+        // every prior vanished).
+        let scale = match exponent == 1.0 {
+            true => None,
+            false => Some(
+                children
+                    .iter()
+                    .map(|c| c.net_prior.powf(exponent))
+                    .sum::<f32>(),
+            )
+            .filter(|&total| total > 0.0),
+        };
         for child in children.iter_mut() {
-            child.prior =
-                child.net_prior * (1.0 - share) + if is_capture(child) { bonus } else { 0.0 };
+            let prior = match scale {
+                None => child.net_prior,
+                Some(total) => child.net_prior.powf(exponent) / total,
+            };
+            let bonus = if bonus > 0.0 && is_capture(child) {
+                bonus
+            } else {
+                0.0
+            };
+            child.prior = prior * (1.0 - share) + bonus;
         }
     }
 

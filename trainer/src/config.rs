@@ -346,6 +346,10 @@ mod tests {
                 "training.reply_weight",
             ),
             ("[search]\ncapture_prior = 1.0", "search.capture_prior"),
+            (
+                "[search]\npolicy_temperature = 0.0",
+                "search.policy_temperature",
+            ),
             ("[search]\nhistory = 1", "search.history"),
             (
                 "[evaluation]\nbaselines = [\"grandmaster\"]",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
-use engine::mcts::{RootSearch, Search, SearchConfig};
+use engine::mcts::{RootSearch, Search, SearchConfig, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::uci::{
     OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
@@ -33,6 +33,8 @@ pub struct NetSettings {
     pub c_puct: f32,
     /// `[search] capture_prior` (0 = the network's priors alone).
     pub capture_prior: f32,
+    /// `[search] policy_temperature` (1 = the network's priors as they are).
+    pub policy_temperature: f32,
     /// PUCT or Gumbel at the root.
     pub root: RootSearch,
 }
@@ -83,6 +85,7 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         leaves_in_flight: batch,
         c_puct: settings.c_puct,
         capture_prior: settings.capture_prior,
+        policy_temperature: settings.policy_temperature,
         root: settings.root,
         ..SearchConfig::default()
     };
@@ -164,6 +167,12 @@ impl UciSearcher for NetSearcher {
                 },
             },
             UciOption {
+                name: "PolicyTemperature".to_string(),
+                kind: OptionKind::String {
+                    default: s.policy_temperature.to_string(),
+                },
+            },
+            UciOption {
                 name: "RootSearch".to_string(),
                 kind: OptionKind::Combo {
                     default: s.root.to_string(),
@@ -199,6 +208,18 @@ impl UciSearcher for NetSearcher {
                     .ok()
                     .filter(|c| (0.0..1.0).contains(c))
                     .ok_or_else(|| format!("CapturePrior `{text}` is not a number in [0, 1)"))?;
+            }
+            ("PolicyTemperature", OptionValue::String(text)) => {
+                settings.policy_temperature = text
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|t| POLICY_TEMPERATURES.contains(t))
+                    .ok_or_else(|| {
+                        format!(
+                            "PolicyTemperature `{text}` is not a number in {POLICY_TEMPERATURES:?}"
+                        )
+                    })?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),

@@ -131,8 +131,10 @@ fn scripted_session() {
     ));
     gui.send("setoption name CapturePrior value 1");
     gui.send("setoption name RootSearch value alphazero");
+    gui.send("setoption name PolicyTemperature value 0");
     let refused = gui.sync();
-    assert_eq!(errors(&refused).len(), 7, "{refused:?}");
+    assert_eq!(errors(&refused).len(), 8, "{refused:?}");
+    assert!(refused[7].contains("PolicyTemperature `0`"), "{refused:?}");
     assert!(refused[5].contains("CapturePrior `1`"), "{refused:?}");
     assert!(refused[0].contains("unknown option `Hash`"), "{refused:?}");
     assert!(
@@ -153,6 +155,7 @@ fn scripted_session() {
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
 
     gui.send("setoption name cpuct value 2.5");
+    gui.send("setoption name PolicyTemperature value 1.6");
     gui.send("setoption name BatchSize value 4");
     gui.send("setoption name Threads value 1");
     gui.send("setoption name Playouts value 40");

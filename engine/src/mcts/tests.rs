@@ -416,6 +416,20 @@ fn capture_prior_finds_a_capture_the_priors_hide() {
 }
 
 #[test]
+fn policy_temperature_flattens_the_priors_the_search_uses() {
+    let config = SearchConfig {
+        policy_temperature: 2.0,
+        ..priors_only()
+    };
+    let s = search_with(config, crate::position::START_FEN, &Ranked, 1);
+    let priors: Vec<f32> = s.root_children().iter().map(|c| c.prior).collect();
+    let total: f32 = ranked_priors(priors.len()).iter().map(|p| p.sqrt()).sum();
+    for (prior, net) in priors.iter().zip(ranked_priors(priors.len())) {
+        assert!((prior - net.sqrt() / total).abs() < 1e-6, "{prior} {net}");
+    }
+}
+
+#[test]
 fn capture_prior_leaves_quiet_positions_alone() {
     let config = SearchConfig {
         capture_prior: 0.5,

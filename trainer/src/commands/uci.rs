@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engine::mcts::{RootSearch, SearchConfig};
+use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
 use engine::uci::run_uci;
 use trainer::uci::{NetSearcher, NetSettings};
 
@@ -28,6 +28,9 @@ pub struct UciArgs {
     /// Share of each node's prior moved onto its captures (0 = the network's priors alone).
     #[arg(long, default_value_t = SearchConfig::default().capture_prior)]
     capture_prior: f32,
+    /// The search's priors are the network's ^ (1 / this), renormalised (above 1 flattens them).
+    #[arg(long, default_value_t = SearchConfig::default().policy_temperature)]
+    policy_temperature: f32,
     /// How the root searches: puct, or gumbel (sequential halving over the playouts).
     #[arg(long, default_value_t = SearchConfig::default().root)]
     root: RootSearch,
@@ -39,6 +42,11 @@ pub fn run(args: UciArgs) -> Result<()> {
         "--capture-prior {} is not a number in [0, 1)",
         args.capture_prior
     );
+    anyhow::ensure!(
+        POLICY_TEMPERATURES.contains(&args.policy_temperature),
+        "--policy-temperature {} is not a number in {POLICY_TEMPERATURES:?}",
+        args.policy_temperature
+    );
     tracing::info!(device = ?models::device(), "uci");
     let searcher = NetSearcher::new(NetSettings {
         weights: args.weights,
@@ -47,6 +55,7 @@ pub fn run(args: UciArgs) -> Result<()> {
         playouts: args.playouts,
         c_puct: args.c_puct,
         capture_prior: args.capture_prior,
+        policy_temperature: args.policy_temperature,
         root: args.root,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")

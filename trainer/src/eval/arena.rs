@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use engine::mcts::{RootSearch, SearchConfig};
+use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
 use engine::{Color, Game, Move, Position};
@@ -145,8 +145,9 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
 /// The search settings a network spec's options may set, each a field of
 /// [`SearchConfig`] (`leaves` is `leaves_in_flight`).
 const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
-                           virtual_loss, win_check, capture_prior, root (puct or gumbel), \
-                           gumbel_considered, gumbel_c_visit, gumbel_c_scale";
+                           virtual_loss, win_check, capture_prior, policy_temperature, \
+                           root (puct or gumbel), gumbel_considered, gumbel_c_visit, \
+                           gumbel_c_scale";
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
@@ -182,6 +183,15 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "leaves" => search.leaves_in_flight = whole()? as usize,
             "virtual_loss" => search.virtual_loss = real(0.0..100.0)?,
             "capture_prior" => search.capture_prior = real(0.0..1.0)?,
+            "policy_temperature" => {
+                search.policy_temperature = value
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|t| POLICY_TEMPERATURES.contains(t))
+                    .with_context(|| {
+                        format!("{key} `{value}` is not a number in {POLICY_TEMPERATURES:?}")
+                    })?
+            }
             "root" => {
                 search.root = value
                     .parse()
@@ -211,7 +221,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
 pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> String {
     format!(
         "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
-         leaves={};virtual_loss={};win_check={};capture_prior={};root={}{}",
+         leaves={};virtual_loss={};win_check={};capture_prior={};policy_temperature={};root={}{}",
         weights.display(),
         search.c_puct,
         search.c_puct_base,
@@ -221,6 +231,7 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.virtual_loss,
         search.win_check as u8,
         search.capture_prior,
+        search.policy_temperature,
         search.root,
         match search.root {
             // Gumbel's own settings, only where they count.
@@ -1032,6 +1043,7 @@ mod tests {
             fpu_reduction: 0.1,
             leaves_in_flight: 4,
             capture_prior: 0.05,
+            policy_temperature: 1.5,
             win_check: false,
             ..SearchConfig::default()
         };
@@ -1060,6 +1072,7 @@ mod tests {
             "movetime=",
             "playouts=5;capture_prior=1",
             "playouts=5;capture_prior=-0.1",
+            "policy_temperature=0",
             "c_puct=x",
             "win_check=2",
             "playouts=5;leaves=0",
