@@ -740,23 +740,17 @@ impl Search {
             0 => (0.0, 0.0),
             n => (share, share / n as f32),
         };
-        // Each child's prior before the capture share: the evaluator's, or
-        // at a temperature other than 1 its power, renormalised (unless
-        // every prior vanished).
-        let scale = match exponent == 1.0 {
-            true => None,
-            false => Some(
-                children
-                    .iter()
-                    .map(|c| c.net_prior.powf(exponent))
-                    .sum::<f32>(),
-            )
-            .filter(|&total| total > 0.0),
+        // Each child's prior before the capture share: at a temperature
+        // other than 1 the evaluator's raised to 1 / T over their sum; at 1,
+        // or if every prior vanished (a total of 0), the evaluator's.
+        let total: f32 = match exponent == 1.0 {
+            true => 0.0,
+            false => children.iter().map(|c| c.net_prior.powf(exponent)).sum(),
         };
         for child in children.iter_mut() {
-            let prior = match scale {
-                None => child.net_prior,
-                Some(total) => child.net_prior.powf(exponent) / total,
+            let prior = match total > 0.0 {
+                true => child.net_prior.powf(exponent) / total,
+                false => child.net_prior,
             };
             let bonus = if bonus > 0.0 && is_capture(child) {
                 bonus

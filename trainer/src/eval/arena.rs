@@ -166,13 +166,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
                 .filter(|&n| n >= 1)
                 .with_context(|| format!("{key} `{value}` is not a whole number >= 1"))
         };
-        let real = |range: std::ops::Range<f32>| {
-            value
-                .parse::<f32>()
-                .ok()
-                .filter(|x| range.contains(x))
-                .with_context(|| format!("{key} `{value}` is not a number in {range:?}"))
-        };
+        let real = |range: std::ops::Range<f32>| number_in(key, value, range);
         match key {
             "playouts" => budget = Budget::Playouts(whole()?),
             "movetime" => budget = Budget::Movetime(Duration::from_millis(whole()?.into())),
@@ -184,13 +178,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "virtual_loss" => search.virtual_loss = real(0.0..100.0)?,
             "capture_prior" => search.capture_prior = real(0.0..1.0)?,
             "policy_temperature" => {
-                search.policy_temperature = value
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|t| POLICY_TEMPERATURES.contains(t))
-                    .with_context(|| {
-                        format!("{key} `{value}` is not a number in {POLICY_TEMPERATURES:?}")
-                    })?
+                search.policy_temperature = number_in(key, value, POLICY_TEMPERATURES)?
             }
             "root" => {
                 search.root = value
@@ -214,6 +202,18 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
         }
     }
     Ok((budget, search))
+}
+
+/// The option `key`'s `value` as a number in `range`.
+fn number_in<R>(key: &str, value: &str, range: R) -> Result<f32>
+where
+    R: std::ops::RangeBounds<f32> + std::fmt::Debug,
+{
+    value
+        .parse::<f32>()
+        .ok()
+        .filter(|x| range.contains(x))
+        .with_context(|| format!("{key} `{value}` is not a number in {range:?}"))
 }
 
 /// The spec of the network at `weights` searched with `playouts` and the
