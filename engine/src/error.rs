@@ -74,6 +74,8 @@ pub enum PgnError {
     Move { ply: usize, source: SanError },
     #[error("line {line}: unexpected `{token}`")]
     Token { line: usize, token: String },
+    #[error("line {line}: malformed eval in comment `{text}`")]
+    Eval { line: usize, text: String },
     #[error("variant `{0}` is not Chess-mix")]
     Variant(String),
     #[error("no game found")]

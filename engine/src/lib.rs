@@ -34,7 +34,7 @@ pub use eval::{EvalError, EvalRequest, Evaluation, Evaluator, UniformEvaluator, 
 pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
 pub use perft::{divide, perft};
-pub use pgn::{read_pgn, read_pgns, write_pgn, PgnGame};
+pub use pgn::{read_pgn, read_pgns, write_annotated_pgn, write_pgn, PgnGame};
 pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
 pub use rules::{control_period, Period, Rules, Run};
 pub use types::{Color, Kind, Piece, Square};

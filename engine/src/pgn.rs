@@ -1,10 +1,14 @@
 //! PGN for Chess-mix games: the Seven Tag Roster, `[Variant "Chess-mix"]`,
-//! `SetUp`/`FEN` for other starts and SAN movetext. The reader skips
-//! comments, variations, NAGs and move numbers, and reads several games.
+//! `SetUp`/`FEN` for other starts and SAN movetext, with each move's
+//! evaluation as a `[%eval]` comment when one is known (the convention of
+//! lichess: White's view, pawns or `#N` for a mate). The reader keeps those
+//! evaluations, skips other comments, variations, NAGs and move numbers,
+//! and reads several games.
 
 use crate::error::PgnError;
 use crate::game::{Game, Outcome, Reason};
 use crate::position::{Position, START_FEN};
+use crate::search::Score;
 use crate::types::Color;
 
 /// A game read from PGN with its tags in file order.
@@ -12,6 +16,9 @@ use crate::types::Color;
 pub struct PgnGame {
     pub tags: Vec<(String, String)>,
     pub game: Game,
+    /// One per move: its `[%eval]`, as the score of the position it was
+    /// played from for the side that played it.
+    pub evals: Vec<Option<Score>>,
 }
 
 impl PgnGame {
@@ -39,6 +46,16 @@ const LINE_WIDTH: usize = 80;
 /// `FEN` come from the game. A finished game gets a `Termination` tag with
 /// the outcome's reason unless `tags` has one.
 pub fn write_pgn(game: &Game, tags: &[(&str, String)]) -> String {
+    write_annotated_pgn(game, tags, &[])
+}
+
+/// [`write_pgn`] with `evals[i]`, the score of move `i` for the side that
+/// played it (as [`PgnGame::evals`]), written after the move as `[%eval]`.
+pub fn write_annotated_pgn(
+    game: &Game,
+    tags: &[(&str, String)],
+    evals: &[Option<Score>],
+) -> String {
     let outcome = game.outcome();
     let result = outcome.map_or("*", |o| o.result());
     let given = |name: &str| {
@@ -89,6 +106,13 @@ pub fn write_pgn(game: &Game, tags: &[(&str, String)]) -> String {
             tokens.push(format!("{number}..."));
         }
         tokens.push(pos.san(mv));
+        if let Some(&Some(score)) = evals.get(i) {
+            let white = match pos.side_to_move() {
+                Color::White => score,
+                Color::Black => score.flipped(),
+            };
+            tokens.push(format!("{{[%eval {}]}}", eval_text(white)));
+        }
         pos = pos.after(mv);
     }
     tokens.push(result.to_string());
@@ -107,6 +131,34 @@ pub fn write_pgn(game: &Game, tags: &[(&str, String)]) -> String {
     }
     out.push('\n');
     out
+}
+
+/// `0.35`, `-1.20`, `#3` (White mates in 3) or `#-2`.
+fn eval_text(score: Score) -> String {
+    match score {
+        Score::Centipawns(cp) => format!("{:.2}", cp as f64 / 100.0),
+        Score::Mate(moves) => format!("#{moves}"),
+    }
+}
+
+/// The `[%eval]` of a comment's text, if it has one. `None` inside is an
+/// eval that does not read.
+fn read_eval(comment: &str) -> Option<Option<Score>> {
+    let (_, rest) = comment.split_once("[%eval")?;
+    let Some((value, _)) = rest.split_once(']') else {
+        return Some(None);
+    };
+    // lichess may add the search depth: `[%eval 0.35,22]`.
+    let value = value.split(',').next().unwrap_or_default().trim();
+    let score = match value.strip_prefix('#') {
+        Some(moves) => moves.parse().ok().map(Score::Mate),
+        None => value
+            .parse::<f64>()
+            .ok()
+            .filter(|pawns| pawns.abs() < 1e6)
+            .map(|pawns| Score::Centipawns((pawns * 100.0).round() as i32)),
+    };
+    Some(score)
 }
 
 /// `[Name "value"]` with `\` and `"` escaped and line breaks flattened.
@@ -155,6 +207,7 @@ pub fn read_pgns(text: &str) -> Result<Vec<PgnGame>, PgnError> {
 fn read_game(lexer: &mut Lexer) -> Result<Option<PgnGame>, PgnError> {
     let mut tags: Vec<(String, String)> = Vec::new();
     let mut game: Option<Game> = None;
+    let mut evals = Vec::new();
     let mut result = None;
     while let Some((line, token)) = lexer.next()? {
         match token {
@@ -187,6 +240,23 @@ fn read_game(lexer: &mut Lexer) -> Result<Option<PgnGame>, PgnError> {
                         source,
                     })?;
                 game.play_unchecked(mv);
+                evals.push(None);
+            }
+            Token::Comment(text) => {
+                let Some(read) = read_eval(text) else {
+                    continue;
+                };
+                let score = read.ok_or_else(|| PgnError::Eval {
+                    line,
+                    text: text.trim().to_string(),
+                })?;
+                // An eval before the first move belongs to no move.
+                if let (Some(game), Some(last)) = (&game, evals.last_mut()) {
+                    *last = Some(match game.position().side_to_move() {
+                        Color::Black => score,
+                        Color::White => score.flipped(),
+                    });
+                }
             }
         }
     }
@@ -211,7 +281,7 @@ fn read_game(lexer: &mut Lexer) -> Result<Option<PgnGame>, PgnError> {
             });
         }
     }
-    Ok(Some(PgnGame { tags, game }))
+    Ok(Some(PgnGame { tags, game, evals }))
 }
 
 /// The start from the `FEN` tag, after checking the `Variant` tag.
@@ -245,9 +315,11 @@ enum Token<'a> {
     Tag(String, String),
     /// A move, move number or result.
     Word(&'a str),
+    /// The text of a comment outside variations.
+    Comment(&'a str),
 }
 
-/// Splits PGN into tags and words, skipping comments, variations, NAGs and
+/// Splits PGN into tags, words and comments, skipping variations, NAGs and
 /// escape lines. Counts lines for error messages.
 struct Lexer<'a> {
     text: &'a str,
@@ -303,7 +375,12 @@ impl<'a> Lexer<'a> {
                 }
                 '%' if self.at_line_start() => self.eat_while(|c| c != '\n'),
                 ';' => self.eat_while(|c| c != '\n'),
-                '{' => self.skip_comment()?,
+                '{' => {
+                    let start = self.pos + 1;
+                    self.skip_comment()?;
+                    let text = &self.text[start..self.pos - 1];
+                    return Ok(Some((line, Token::Comment(text))));
+                }
                 '(' => self.skip_variation()?,
                 '$' => {
                     self.bump();
@@ -488,5 +565,67 @@ mod tests {
             }
         );
         assert_eq!(read_pgn(" \n ; nothing\n").unwrap_err(), PgnError::Empty);
+    }
+}
+
+#[cfg(test)]
+mod eval_tests {
+    use super::*;
+
+    /// Moves with a score each: White's first, then Black's, and so on.
+    fn scored_game(scores: &[Option<Score>]) -> Game {
+        let mut game = Game::new(Position::start());
+        for _ in scores {
+            let mv = game.position().legal_moves()[0];
+            game.play(mv).unwrap();
+        }
+        game
+    }
+
+    #[test]
+    fn evals_are_written_from_whites_view_and_read_back_as_the_movers() {
+        let evals = [
+            Some(Score::Centipawns(35)),
+            Some(Score::Centipawns(120)),
+            None,
+            Some(Score::Mate(2)),
+            Some(Score::Mate(-1)),
+        ];
+        let game = scored_game(&evals);
+        let text = write_annotated_pgn(&game, &[], &evals);
+        // Black's +1.20 is White's -1.20, Black's mate in 2 is #-2, and
+        // White mated in 1 is #-1.
+        for comment in [
+            "{[%eval 0.35]}",
+            "{[%eval -1.20]}",
+            "{[%eval #-2]}",
+            "{[%eval #-1]}",
+        ] {
+            assert!(text.contains(comment), "{comment} in {text}");
+        }
+        let read = read_pgn(&text).unwrap();
+        assert_eq!(read.game.moves(), game.moves());
+        assert_eq!(read.evals, evals);
+        // Without evals the text is plain.
+        assert_eq!(write_annotated_pgn(&game, &[], &[]), write_pgn(&game, &[]));
+        assert_eq!(read_pgn(&write_pgn(&game, &[])).unwrap().evals, [None; 5]);
+    }
+
+    #[test]
+    fn lichess_comments_and_bad_evals() {
+        let read = read_pgn("{[%eval 9.99]} 1. e5 { [%clk 0:01:00] [%eval -0.5,22] } e6 {fine} *")
+            .unwrap();
+        assert_eq!(read.evals, [Some(Score::Centipawns(-50)), None]);
+        for bad in [
+            "1. e5 {[%eval x]} *",
+            "1. e5 {[%eval 1.0} *",
+            "1. e5 {[%eval #}] *",
+        ] {
+            assert!(
+                matches!(read_pgn(bad), Err(PgnError::Eval { line: 1, .. })),
+                "{bad}: {:?}",
+                read_pgn(bad)
+            );
+        }
     }
 }

@@ -184,6 +184,36 @@ pub enum Score {
     Mate(i32),
 }
 
+/// lc0's scale between an expected score q in (-1, 1) and centipawns:
+/// `cp = CP_SCALE * tan(Q_SCALE * q)`. One scale both ways, so a network's
+/// value and an alpha-beta score read alike (a pawn is about q = 0.54).
+const CP_SCALE: f32 = 90.0;
+const Q_SCALE: f32 = 1.563_754_2;
+
+impl Score {
+    /// The score of an expected result `q` (win 1, loss -1), in centipawns.
+    pub fn from_value(q: f32) -> Score {
+        Score::Centipawns((CP_SCALE * (Q_SCALE * q.clamp(-0.999, 0.999)).tan()).round() as i32)
+    }
+
+    /// The expected result, in (-1, 1) for centipawns; a mate is 1 or -1.
+    pub fn value(self) -> f32 {
+        match self {
+            Score::Centipawns(cp) => (cp as f32 / CP_SCALE).atan() / Q_SCALE,
+            Score::Mate(moves) if moves > 0 => 1.0,
+            Score::Mate(_) => -1.0,
+        }
+    }
+
+    /// The same score from the other side's point of view.
+    pub fn flipped(self) -> Score {
+        match self {
+            Score::Centipawns(cp) => Score::Centipawns(-cp),
+            Score::Mate(moves) => Score::Mate(-moves),
+        }
+    }
+}
+
 /// Win, draw and loss chances in permille, summing to 1000.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WdlPermille {
@@ -215,4 +245,30 @@ pub struct SearchInfo {
     pub score: Score,
     pub wdl: Option<WdlPermille>,
     pub pv: Vec<Move>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scores_and_values_share_one_scale() {
+        assert_eq!(Score::from_value(0.0), Score::Centipawns(0));
+        // A pawn ahead is about q = 0.54 on lc0's scale, and back again.
+        let pawn = Score::Centipawns(100).value();
+        assert!((0.53..0.55).contains(&pawn), "{pawn}");
+        for cp in [-2500, -300, -1, 0, 7, 100, 900] {
+            assert_eq!(
+                Score::from_value(Score::Centipawns(cp).value()),
+                Score::Centipawns(cp)
+            );
+        }
+        assert_eq!(Score::Centipawns(-100).value(), -pawn);
+        assert_eq!(Score::Mate(3).value(), 1.0);
+        assert_eq!(Score::Mate(-2).value(), -1.0);
+        assert_eq!(Score::Mate(3).flipped(), Score::Mate(-3));
+        assert_eq!(Score::Centipawns(40).flipped(), Score::Centipawns(-40));
+        // Certain results stay finite.
+        assert!(matches!(Score::from_value(1.0), Score::Centipawns(cp) if cp > 5000));
+    }
 }

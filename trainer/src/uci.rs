@@ -96,11 +96,6 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
     })
 }
 
-/// Centipawns from an expected score in [-1, 1], on lc0's scale.
-fn centipawns(q: f32) -> i32 {
-    (90.0 * (1.563_754_2 * q.clamp(-0.999, 0.999)).tan()).round() as i32
-}
-
 fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
     let pv = search.pv();
     let wdl = search.root_wdl();
@@ -109,7 +104,7 @@ fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
         seldepth: None,
         nodes: playouts,
         time: started.elapsed(),
-        score: Score::Centipawns(centipawns(wdl.value())),
+        score: Score::from_value(wdl.value()),
         wdl: Some(wdl.into()),
         pv,
     }

@@ -92,6 +92,8 @@ pub struct AlphaBeta {
     node_limit: u64,
     /// The limits ran out: scores since are meaningless and are thrown away.
     aborted: bool,
+    /// The score of the last move [`Player::choose`] searched.
+    last_score: Option<Score>,
 }
 
 impl AlphaBeta {
@@ -112,6 +114,7 @@ impl AlphaBeta {
             control: Arc::default(),
             node_limit: u64::MAX,
             aborted: false,
+            last_score: None,
         }
     }
 
@@ -554,7 +557,13 @@ impl Player for AlphaBeta {
     }
 
     fn choose(&mut self, game: &Game) -> Move {
-        self.search(game).best
+        let result = self.search(game);
+        self.last_score = (result.depth > 0).then(|| uci_score(result.score));
+        result.best
+    }
+
+    fn score(&self) -> Option<Score> {
+        self.last_score
     }
 }
 

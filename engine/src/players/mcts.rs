@@ -8,6 +8,7 @@ use crate::game::Game;
 use crate::mcts::{Search, SearchConfig};
 use crate::players::Player;
 use crate::position::{Move, Position};
+use crate::search::Score;
 
 /// Runs `playouts` new playouts per move and plays [`Search::best_move`].
 ///
@@ -154,6 +155,13 @@ impl Player for MctsPlayer {
             target.saturating_sub(search.root_visits()) as usize
         })
     }
+
+    fn score(&self) -> Option<Score> {
+        let search = self
+            .last_search()
+            .filter(|search| search.root_visits() > 0)?;
+        Some(Score::from_value(search.root_wdl().value()))
+    }
 }
 #[cfg(test)]
 mod tests {
@@ -174,8 +182,13 @@ mod tests {
     fn finds_mate_in_one() {
         let game =
             Game::new(Position::from_fen("k9/pp8/10/10/10/10/10/10/10/5K3R w - - 0 17").unwrap());
-        let mv = uniform(200).choose(&game);
+        let mut mcts = uniform(200);
+        assert_eq!(mcts.score(), None, "nothing searched yet");
+        let mv = mcts.choose(&game);
         assert_eq!(mv.to_string(), "k1k10");
+        // The root value, mostly the mate's win, on the centipawn scale.
+        let score = mcts.score().expect("a search scores its move");
+        assert!(score.value() > 0.5, "{score:?}");
     }
 
     #[test]

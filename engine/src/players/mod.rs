@@ -14,6 +14,7 @@ use thiserror::Error;
 use crate::error::MoveError;
 use crate::game::{Game, Outcome, Reason};
 use crate::position::{Move, Position};
+use crate::search::Score;
 use crate::types::{Color, Kind};
 
 pub use alphabeta::{AlphaBeta, SearchResult, MATE_SCORE, MAX_DEPTH};
@@ -24,6 +25,12 @@ pub trait Player {
     fn name(&self) -> String;
     /// A legal move in the current position of `game`, which is not over.
     fn choose(&mut self, game: &Game) -> Move;
+    /// What the last [`Player::choose`] found the position worth, from the
+    /// mover's point of view; `None` for a player that does not evaluate
+    /// (or did not search that move).
+    fn score(&self) -> Option<Score> {
+        None
+    }
 }
 
 /// Material values in centipawns, indexed by [`Kind::index`]; the king has none.

@@ -15,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
+use engine::search::Score;
 use engine::{Color, Game, Move, Position};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
 use serde::Serialize;
@@ -411,6 +412,15 @@ impl Seat<'_> {
         }
     }
 
+    /// What the last move chosen found the position worth, for the mover.
+    fn score(&self) -> Option<Score> {
+        match self {
+            Seat::Builtin(p) => p.score(),
+            Seat::Network(p, _) => p.score(),
+            Seat::Uci { .. } => None,
+        }
+    }
+
     fn eval_failures(&self) -> u64 {
         match self {
             Seat::Network(p, _) => p.eval_failures(),
@@ -466,6 +476,8 @@ impl Maker {
 struct PlayedGame {
     index: usize,
     game: Game,
+    /// The players' score of each move, for the PGN (none for the opening).
+    evals: Vec<Option<Score>>,
     player1_white: bool,
     eval_failures: u64,
     forfeit: Option<Forfeit>,
@@ -485,7 +497,8 @@ fn watch(names: [&str; 2], game: &Game) {
 
 /// Plays `opening` from the start position, then lets the players move
 /// until the game ends or reaches `max_plies`. A player that gives no legal
-/// move loses by adjudication, with the reason returned.
+/// move loses by adjudication, with the reason returned. Each move comes
+/// with its player's score ([`Seat::score`]; `None` for the opening).
 /// `None` when `cancel` was set before the game ended.
 fn play_one(
     seats: [&mut Seat<'_>; 2],
@@ -493,15 +506,21 @@ fn play_one(
     opening: &[Move],
     max_plies: usize,
     cancel: &AtomicBool,
-) -> Option<(Game, Option<Forfeit>)> {
+) -> Option<(Game, Vec<Option<Score>>, Option<Forfeit>)> {
     let mut game = Game::new(Position::start());
     for &mv in opening {
         game.play_unchecked(mv);
     }
+    let mut evals = vec![None; opening.len()];
     let [white, black] = seats;
-    let choose = |game: &Game| match game.position().side_to_move() {
-        Color::White => white.choose(game),
-        Color::Black => black.choose(game),
+    let choose = |game: &Game| {
+        let seat = match game.position().side_to_move() {
+            Color::White => &mut *white,
+            Color::Black => &mut *black,
+        };
+        let mv = seat.choose(game)?;
+        evals.push(seat.score());
+        Ok(mv)
     };
     let watch = |game: &Game| {
         watch(names, game);
@@ -526,7 +545,9 @@ fn play_one(
             Some(Forfeit { note, ..forfeit })
         }
     };
-    Some((game, forfeit))
+    // An illegal move was scored but not played.
+    evals.truncate(game.moves().len());
+    Some((game, evals, forfeit))
 }
 
 /// A seed for each (match seed, stream, index), so games and openings differ.
@@ -538,15 +559,20 @@ fn mix_seed(seed: u64, stream: u64, index: u64) -> u64 {
     )
 }
 
-/// The game as PGN; a forfeit sets `Termination` and adds its note as a
-/// comment before the result.
-fn game_pgn(game: &Game, tags: &[(&str, String)], forfeit: Option<&Forfeit>) -> String {
+/// The game as PGN with its moves' `evals`; a forfeit sets `Termination`
+/// and adds its note as a comment before the result.
+fn game_pgn(
+    game: &Game,
+    evals: &[Option<Score>],
+    tags: &[(&str, String)],
+    forfeit: Option<&Forfeit>,
+) -> String {
     let Some(forfeit) = forfeit else {
-        return engine::write_pgn(game, tags);
+        return engine::write_annotated_pgn(game, tags, evals);
     };
     let mut tags = tags.to_vec();
     tags.push(("Termination", forfeit.termination.to_string()));
-    let pgn = engine::write_pgn(game, &tags);
+    let pgn = engine::write_annotated_pgn(game, &tags, evals);
     let note: String = forfeit
         .note
         .chars()
@@ -699,12 +725,13 @@ pub fn play_match(
                 let eval_failures = one.eval_failures() + two.eval_failures();
                 makers[0].release(one);
                 makers[1].release(two);
-                let Some((game, forfeit)) = played else {
+                let Some((game, evals, forfeit)) = played else {
                     return;
                 };
                 let done = PlayedGame {
                     index,
                     game,
+                    evals,
                     player1_white,
                     eval_failures,
                     forfeit,
@@ -781,7 +808,7 @@ pub fn play_match(
                 ("White", white.clone()),
                 ("Black", black.clone()),
             ];
-            pgn.push_str(&game_pgn(&f.game, &tags, f.forfeit.as_ref()));
+            pgn.push_str(&game_pgn(&f.game, &f.evals, &tags, f.forfeit.as_ref()));
             pgn.push('\n');
         }
         models::weights::write_atomically(path, pgn.as_bytes())
@@ -888,7 +915,7 @@ mod tests {
         names: [&str; 2],
         opening: &[Move],
         max_plies: usize,
-    ) -> (Game, Option<Forfeit>) {
+    ) -> (Game, Vec<Option<Score>>, Option<Forfeit>) {
         play_one(seats, names, opening, max_plies, &AtomicBool::new(false))
             .expect("an uncancelled game ends")
     }
@@ -902,8 +929,10 @@ mod tests {
         };
         let mut random = Seat::Builtin(player_from_spec("random", 1).unwrap());
         let opening = openings::book().unwrap()[0].clone();
-        let (game, forfeit) = play_through([&mut engine, &mut random], ["e", "r"], &opening, 100);
+        let (game, evals, forfeit) =
+            play_through([&mut engine, &mut random], ["e", "r"], &opening, 100);
         assert_eq!(game.moves(), &opening[..]);
+        assert_eq!(evals, vec![None; opening.len()]);
         assert_eq!(
             game.outcome(),
             Some(Outcome::win(Color::Black, Reason::Adjudication))
@@ -918,7 +947,7 @@ mod tests {
             forfeit.note
         );
 
-        let pgn = game_pgn(&game, &[("White", "e".into())], Some(&forfeit));
+        let pgn = game_pgn(&game, &evals, &[("White", "e".into())], Some(&forfeit));
         assert!(pgn.contains("[Termination \"abandoned\"]"), "{pgn}");
         assert!(pgn.trim_end().ends_with("}\n0-1"), "{pgn}");
         let read = engine::read_pgn(&pgn).unwrap();
@@ -927,10 +956,23 @@ mod tests {
 
         // Both sides playing: the game runs to the cap.
         let mut white = Seat::Builtin(player_from_spec("random", 2).unwrap());
-        let (game, forfeit) = play_through([&mut white, &mut random], ["a", "b"], &opening, 10);
+        let (game, evals, forfeit) =
+            play_through([&mut white, &mut random], ["a", "b"], &opening, 10);
         assert!(forfeit.is_none());
         assert_eq!(game.moves().len(), 10);
         assert_eq!(game.moves()[..4], opening[..]);
+        assert_eq!(evals, vec![None; 10], "random players do not evaluate");
+
+        // Alpha-beta scores its moves, and the PGN carries them.
+        let mut searcher = Seat::Builtin(player_from_spec("alphabeta:1", 3).unwrap());
+        let (game, evals, _) = play_through([&mut searcher, &mut random], ["a", "r"], &opening, 10);
+        assert_eq!(evals.len(), 10);
+        for (ply, eval) in evals.iter().enumerate() {
+            let searched = ply >= opening.len() && ply % 2 == 0;
+            assert_eq!(eval.is_some(), searched, "ply {ply}: {eval:?}");
+        }
+        let read = engine::read_pgn(&game_pgn(&game, &evals, &[], None)).unwrap();
+        assert_eq!(read.evals, evals);
     }
 
     #[test]

@@ -2,9 +2,14 @@
 //! play` or `mixzero arena --pgn-out`, a user's own games) as training data
 //! beside self-play. Each move played becomes a policy target with all its
 //! weight on that move; the game's result is its value target where the
-//! position or the record decides it.
+//! position or the record decides it. A move's `[%eval]` (alpha-beta games
+//! from `mixzero arena` carry them) stands where self-play keeps its search
+//! value, so `value_q_share` blends the teacher's evaluation into the value
+//! target; a move without one stands in the result, leaving the target as
+//! the result.
 
 use engine::pgn::{read_pgns, PgnGame};
+use engine::search::Score;
 use engine::{Outcome, Reason};
 
 use crate::selfplay::data::{GameRecord, MoveRecord};
@@ -42,7 +47,13 @@ fn record(pgn: &PgnGame) -> Result<GameRecord, &'static str> {
     let moves = game
         .moves()
         .iter()
-        .map(|&mv| {
+        .zip(&pgn.evals)
+        .map(|(&mv, eval)| {
+            let result = match outcome.winner {
+                Some(winner) if winner == pos.side_to_move() => 1.0,
+                Some(_) => -1.0,
+                None => 0.0,
+            };
             let visits = pos
                 .legal_moves()
                 .iter()
@@ -52,7 +63,7 @@ fn record(pgn: &PgnGame) -> Result<GameRecord, &'static str> {
             MoveRecord {
                 mv,
                 visits,
-                search_value: 0.0,
+                search_value: eval.map_or(result, Score::value),
             }
         })
         .collect();
@@ -92,7 +103,7 @@ mod tests {
         let text = r#"[Variant "Chess-mix"]
 [Result "0-1"]
 
-1. e5 e6 2. Nd3 Nd8 0-1
+1. e5 {[%eval 0.50]} e6 {[%eval #-3]} 2. Nd3 Nd8 0-1
 
 [Variant "Chess-mix"]
 [Result "1-0"]
@@ -129,6 +140,10 @@ mod tests {
             pos = pos.after(m.mv);
         }
         assert_eq!(first.samples(), 4);
+        // Evals for the mover where given (Black's mate is its win), else
+        // the result for the mover.
+        let values: Vec<f32> = first.moves.iter().map(|m| m.search_value).collect();
+        assert_eq!(values, [Score::Centipawns(50).value(), 1.0, -1.0, 1.0]);
         // A time forfeit says nothing about the position: no result to learn.
         assert_eq!(
             imported.games[1].outcome,
