@@ -3,6 +3,7 @@
 
 use std::process::{Command, Output};
 
+use engine::Color;
 use serde_json::Value;
 
 /// Kings out and back: the position after ply 4 (castling rights already
@@ -172,7 +173,7 @@ fn play_alternates_and_writes_pgn_files() {
     let out = succeeds(&[
         "play",
         "--white",
-        "greedy",
+        "alphabeta:1",
         "--black",
         "random",
         "--games",
@@ -185,10 +186,26 @@ fn play_alternates_and_writes_pgn_files() {
     ]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].starts_with("game 1: greedy - random "), "{out}");
-    assert!(lines[1].starts_with("game 2: random - greedy "), "{out}");
-    assert!(lines[2].starts_with("score: greedy "), "{out}");
+    assert!(
+        lines[0].starts_with("game 1: alphabeta:1 - random "),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("game 2: random - alphabeta:1 "),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("score: alphabeta:1 "), "{out}");
     let pgn = std::fs::read_to_string(&path).unwrap();
     assert_eq!(pgn.matches("[Variant \"Chess-mix\"]").count(), 2);
+    // Alpha-beta's moves carry its score; random's none.
+    let games = engine::read_pgns(&pgn).unwrap();
+    for (g, game) in games.iter().enumerate() {
+        let searcher = if g == 0 { Color::White } else { Color::Black };
+        let mut pos = *game.game.start();
+        for (&mv, eval) in game.game.moves().iter().zip(&game.evals) {
+            assert_eq!(eval.is_some(), pos.side_to_move() == searcher, "{pgn}");
+            pos = pos.after(mv);
+        }
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

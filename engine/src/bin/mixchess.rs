@@ -11,8 +11,8 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::{json, Value};
 
 use engine::cli::{run_perft, start_position, PerftArgs, PositionArgs};
-use engine::pgn::write_pgn;
-use engine::players::{play_game, player_from_spec, AlphaBeta, MAX_DEPTH};
+use engine::pgn::write_annotated_pgn;
+use engine::players::{play_scored_game, player_from_spec, AlphaBeta, MAX_DEPTH};
 use engine::uci::run_uci;
 use engine::{control_period, perft, Color, Game, Position, Rules, START_FEN};
 
@@ -234,7 +234,8 @@ fn run_play(args: &PlayArgs, out: &mut impl Write) -> Result<()> {
         };
         let mut white = player_from_spec(white_spec, player_seed(args.seed, g, 0))?;
         let mut black = player_from_spec(black_spec, player_seed(args.seed, g, 1))?;
-        let game = play_game(white.as_mut(), black.as_mut(), start, args.max_plies);
+        let (game, scores) =
+            play_scored_game(white.as_mut(), black.as_mut(), start, args.max_plies);
         let outcome = game.outcome().context("a finished game has an outcome")?;
         let first_color = if swapped { Color::Black } else { Color::White };
         match outcome.winner {
@@ -242,7 +243,7 @@ fn run_play(args: &PlayArgs, out: &mut impl Write) -> Result<()> {
             None => record[1] += 1,
             Some(_) => record[2] += 1,
         }
-        let pgn = write_pgn(
+        let pgn = write_annotated_pgn(
             &game,
             &[
                 ("Event", "mixchess play".to_string()),
@@ -250,6 +251,7 @@ fn run_play(args: &PlayArgs, out: &mut impl Write) -> Result<()> {
                 ("White", white.name()),
                 ("Black", black.name()),
             ],
+            &scores,
         );
         match &mut pgn_file {
             Some(file) => {

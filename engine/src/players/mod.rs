@@ -156,13 +156,30 @@ pub fn play_game(
     start: Position,
     max_plies: usize,
 ) -> Game {
+    play_scored_game(white, black, start, max_plies).0
+}
+
+/// [`play_game`], with each move's [`Player::score`] (for `[%eval]`).
+pub fn play_scored_game(
+    white: &mut dyn Player,
+    black: &mut dyn Player,
+    start: Position,
+    max_plies: usize,
+) -> (Game, Vec<Option<Score>>) {
     let mut game = Game::new(start);
-    let choose = |game: &Game| match game.position().side_to_move() {
-        Color::White => Ok::<_, std::convert::Infallible>(white.choose(game)),
-        Color::Black => Ok(black.choose(game)),
+    let mut scores = Vec::new();
+    let choose = |game: &Game| {
+        let (mv, score) = match game.position().side_to_move() {
+            Color::White => (white.choose(game), white.score()),
+            Color::Black => (black.choose(game), black.score()),
+        };
+        scores.push(score);
+        Ok::<_, std::convert::Infallible>(mv)
     };
     play_out(&mut game, max_plies, choose, |_| ControlFlow::Continue(()));
-    game
+    // An illegal move was scored but not played.
+    scores.truncate(game.moves().len());
+    (game, scores)
 }
 
 /// How [`play_out`] ended.
