@@ -214,6 +214,10 @@ mod tests {
     fn embedded_configs_parse() {
         assert_eq!(Config::default_config().net.name(), "4x32");
         assert_eq!(Config::gpu_config().net.name(), "15x192se");
+        // The distillation config the README's commands use.
+        let distilled = include_str!("../../configs/distilled.toml");
+        let config = Config::parse(distilled, "configs/distilled.toml").unwrap();
+        assert!(config.training.value_q_share > 0.0);
     }
 
     /// `section.key` of every value in a TOML text's tables.
