@@ -107,10 +107,7 @@ pub fn write_annotated_pgn(
         }
         tokens.push(pos.san(mv));
         if let Some(&Some(score)) = evals.get(i) {
-            let white = match pos.side_to_move() {
-                Color::White => score,
-                Color::Black => score.flipped(),
-            };
+            let white = swap_view(score, pos.side_to_move());
             tokens.push(format!("{{[%eval {}]}}", eval_text(white)));
         }
         pos = pos.after(mv);
@@ -131,6 +128,15 @@ pub fn write_annotated_pgn(
     }
     out.push('\n');
     out
+}
+
+/// A score between White's view and `mover`'s, either way (PGN's
+/// `[%eval]` is White's; [`PgnGame::evals`] are the mover's).
+fn swap_view(score: Score, mover: Color) -> Score {
+    match mover {
+        Color::White => score,
+        Color::Black => score.flipped(),
+    }
 }
 
 /// `0.35`, `-1.20`, `#3` (White mates in 3) or `#-2`.
@@ -252,10 +258,7 @@ fn read_game(lexer: &mut Lexer) -> Result<Option<PgnGame>, PgnError> {
                 })?;
                 // An eval before the first move belongs to no move.
                 if let (Some(game), Some(last)) = (&game, evals.last_mut()) {
-                    *last = Some(match game.position().side_to_move() {
-                        Color::Black => score,
-                        Color::White => score.flipped(),
-                    });
+                    *last = Some(swap_view(score, !game.position().side_to_move()));
                 }
             }
         }
