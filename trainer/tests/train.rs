@@ -186,6 +186,48 @@ fn a_killed_run_resumes_with_nothing_lost() {
 }
 
 #[test]
+fn a_diverging_run_stops_and_keeps_a_usable_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = dir.path().join("diverging.toml");
+    let text = std::fs::read_to_string(tiny_config()).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("lr_schedule"))
+        .expect("tiny.toml sets lr_schedule");
+    // A rate that sends the weights far past what fp32 holds in a step or two.
+    std::fs::write(&config, text.replace(line, "lr_schedule = [[0, 1e20]]")).unwrap();
+    let output = train(
+        &run,
+        &["--config", config.to_str().unwrap(), "--minutes", "1"],
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("training diverged"), "{stderr}");
+    // What `latest` names loads and answers with finite numbers: the run
+    // can go on from it with a lower rate, and self-play never got a net
+    // that answers NaN (every stored game reads back).
+    let weights = Checkpoints::new(run.join("checkpoints")).weights(latest(&run));
+    let net = models::weights::load(&weights, tch::Device::Cpu).unwrap();
+    for (name, t) in net.var_store().variables() {
+        assert_eq!(t.isfinite().all().int64_value(&[]), 1, "{name}");
+    }
+    stored_games(&run);
+
+    // With the rate lowered in the run's own config, it resumes from there.
+    let saved = run.join("config.toml");
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("lr_schedule"))
+        .expect("the saved config has lr_schedule");
+    std::fs::write(&saved, text.replace(line, "lr_schedule = [[0, 0.01]]")).unwrap();
+    let checkpoint = latest(&run);
+    assert_ok(&train(&run, &["--minutes", "0.2"]));
+    assert!(latest(&run) > checkpoint);
+}
+
+#[test]
 fn bad_configs_name_the_problem() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");

@@ -71,6 +71,11 @@ pub struct Session {
     pub selfplay: bool,
 }
 
+/// Skipped steps in a row that stop the run. One non-finite batch can be
+/// a fluke and is skipped; this many in a row mean the weights have grown
+/// until every pass overflows, and more steps would not bring them back.
+const MAX_SKIPPED_STEPS: u64 = 10;
+
 /// The version of the code, recorded in the run directory.
 pub fn code_version() -> String {
     format!(
@@ -755,6 +760,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     let mut tally = SelfPlayTotals::default();
     let mut last_stats: Option<StepStats> = None;
     let mut value_watch = ValueHeadWatch::default();
+    let mut skipped_in_a_row = 0u64;
     let mut steps_since_checkpoint = 0u64;
     let mut last_log = Instant::now();
     let mut last_tally = (0u64, 0u64, Instant::now());
@@ -811,6 +817,26 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             steps_since_checkpoint += 1;
             let step = start_step + steps_done;
             train_step.store(step, Ordering::Relaxed);
+            if step_stats.skipped {
+                skipped_in_a_row += 1;
+                tracing::warn!(
+                    step,
+                    loss = step_stats.policy_loss + step_stats.value_loss,
+                    grad_norm = step_stats.grad_norm,
+                    "training step skipped: its loss or gradient was not finite (the weights \
+                     are unchanged)"
+                );
+                if skipped_in_a_row >= MAX_SKIPPED_STEPS {
+                    bail!(
+                        "training diverged: {skipped_in_a_row} steps in a row up to step {step} \
+                         had a non-finite loss or gradient, and were skipped (the checkpoints \
+                         hold the last finite weights); lower [training] lr_schedule (in the \
+                         run's config.toml to resume it) or add warmup_steps"
+                    );
+                }
+            } else {
+                skipped_in_a_row = 0;
+            }
             if value_watch.observe(&step_stats) {
                 tracing::warn!(
                     step,
@@ -820,7 +846,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                      or more warmup_steps"
                 );
             }
-            if step % 10 == 0 {
+            if step % 10 == 0 && !step_stats.skipped {
                 metrics.scalars(
                     step,
                     &[
@@ -833,6 +859,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("loss/moves_left", step_stats.moves_left_loss),
                         ("loss/reply", step_stats.reply_loss),
                         ("train/learning_rate", step_stats.learning_rate),
+                        ("train/grad_norm", step_stats.grad_norm),
                     ],
                 );
             }

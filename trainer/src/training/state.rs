@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use engine::{check, non_negative, positive, within, InvalidKey};
+use engine::{check, non_negative, positive, within, EvalRequest, InvalidKey, Position};
+use models::encoding::encode;
 use models::net::{Architecture, Net, MOVES_LEFT_UNIT};
 use models::policy::POLICY_SIZE;
 use models::weights;
@@ -160,6 +161,11 @@ pub struct StepStats {
     /// The reply head's cross-entropy (0 without the head).
     pub reply_loss: f64,
     pub learning_rate: f64,
+    /// The gradient's global L2 norm (before weight decay).
+    pub grad_norm: f64,
+    /// The loss or the gradient was not finite, so the step left the weights,
+    /// the optimizer state and the batch-norm statistics as they were.
+    pub skipped: bool,
 }
 
 /// Watches `value_spread` for a dead value head: one whose ReLUs have all
@@ -285,6 +291,24 @@ impl TrainState {
         let target_material = upload(&batch.material, &[n]);
         let target_moves_left = upload(&batch.moves_left, &[n]);
 
+        // The batch-norm statistics a training-mode pass updates in place,
+        // kept to put back if the step is skipped: one overflowing batch
+        // would otherwise leave them infinite for every later pass.
+        let statistics: Vec<(Tensor, Tensor)> = match &self.compute {
+            Some(_) => Vec::new(),
+            None => tch::no_grad(|| {
+                self.net
+                    .var_store()
+                    .variables()
+                    .into_values()
+                    .filter(|t| !t.requires_grad())
+                    .map(|t| {
+                        let kept = t.copy();
+                        (t, kept)
+                    })
+                    .collect()
+            }),
+        };
         let heads = match &mut self.compute {
             Some((copy, _)) => {
                 copy.var_store_mut()
@@ -350,12 +374,44 @@ impl TrainState {
             _ => None,
         };
 
-        let grads = match &mut self.compute {
-            Some((copy, params)) => {
+        let grads: Vec<Tensor> = match &mut self.compute {
+            Some((_, params)) => {
                 for p in params.iter_mut() {
                     p.zero_grad();
                 }
                 loss.backward();
+                params
+                    .iter()
+                    .map(|p| p.grad().to_kind(Kind::Float))
+                    .collect()
+            }
+            None => {
+                for (_, p) in &mut self.params {
+                    p.zero_grad();
+                }
+                loss.backward();
+                self.params.iter().map(|(_, p)| p.grad()).collect()
+            }
+        };
+        let grad_norm = tch::no_grad(|| {
+            grads
+                .iter()
+                .filter(|g| g.defined())
+                .map(|g| g.square().sum(Kind::Float))
+                .fold(Tensor::from(0f32), |total, s| total + s)
+                .sqrt()
+                .double_value(&[])
+        });
+        let skipped = !(loss.double_value(&[]).is_finite() && grad_norm.is_finite());
+        let lr = config.learning_rate(self.progress.step);
+        if skipped {
+            tch::no_grad(|| {
+                for (mut live, kept) in statistics {
+                    live.copy_(&kept);
+                }
+            });
+        } else {
+            if let Some((copy, _)) = &self.compute {
                 // The batch-norm statistics the pass updated, back to the
                 // master. They pass through bf16 at every step, so an update
                 // smaller than half a bf16 step (0.4% of the value) is lost:
@@ -370,24 +426,11 @@ impl TrainState {
                         }
                     }
                 });
-                params
-                    .iter()
-                    .map(|p| p.grad().to_kind(Kind::Float))
-                    .collect()
             }
-            None => {
-                for (_, p) in &mut self.params {
-                    p.zero_grad();
-                }
-                loss.backward();
-                self.params
-                    .iter()
-                    .map(|(_, p)| p.grad())
-                    .collect::<Vec<_>>()
-            }
-        };
-        let lr = config.learning_rate(self.progress.step);
-        self.apply_gradients(&grads, config, lr);
+            self.apply_gradients(&grads, config, lr);
+        }
+        // A skipped step still spends its batch and counts, so that the
+        // step count stays the number of batches drawn.
         self.progress.step += 1;
 
         tch::no_grad(|| {
@@ -413,6 +456,8 @@ impl TrainState {
                 moves_left_loss: moves_left_loss.map_or(0.0, |m| m.double_value(&[])),
                 reply_loss: reply_loss.map_or(0.0, |r| r.double_value(&[])),
                 learning_rate: lr,
+                grad_norm,
+                skipped,
             }
         })
     }
@@ -464,6 +509,14 @@ impl TrainState {
     /// each file atomically, `latest` last.
     pub fn save_checkpoint(&self, checkpoints: &Checkpoints) -> Result<PathBuf> {
         let n = self.progress.checkpoint;
+        self.check_finite().with_context(|| {
+            format!(
+                "training diverged by step {}: checkpoint {n} not written (the last one \
+                 written stays `latest`); lower [training] lr_schedule (in the run's config.toml to \
+                 resume it) or add warmup_steps",
+                self.progress.step
+            )
+        })?;
         let weights_path = checkpoints.weights(n);
         weights::save(&self.net, &weights_path)?;
         let state_path = checkpoints.state(n);
@@ -471,6 +524,42 @@ impl TrainState {
             .with_context(|| format!("writing {}", state_path.display()))?;
         checkpoints.set_latest(n)?;
         Ok(weights_path)
+    }
+
+    /// Errors unless every weight and batch-norm statistic is finite and
+    /// the net, as inference runs it, answers the start position with
+    /// finite outputs. Skipped steps keep non-finite updates out, but a
+    /// finite update can still grow the weights until inference overflows:
+    /// batch norm hides that from the training passes, which normalise by
+    /// the batch's own statistics, and not from inference, which uses the
+    /// running ones.
+    fn check_finite(&self) -> Result<()> {
+        let finite = |t: &Tensor| t.isfinite().all().int64_value(&[]) == 1;
+        let mut variables: Vec<_> = self.net.var_store().variables().into_iter().collect();
+        variables.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some((name, _)) = variables.iter().find(|(_, t)| !finite(t)) {
+            bail!("the network's {name} is not finite");
+        }
+        let arch = self.net.arch();
+        let start = Position::start();
+        let moves = start.legal_moves();
+        let history = [start];
+        let mut input = vec![0f32; arch.encoder.input_len()];
+        encode(
+            &arch.encoder,
+            &EvalRequest::new(&history, &moves),
+            &mut input,
+        );
+        let xs = Tensor::from_slice(&input)
+            .view(arch.encoder.input_shape(1))
+            .to_device(self.net.device());
+        let heads = tch::no_grad(|| self.net.forward_heads(&xs, false));
+        for (head, t) in [("policy", &heads.policy), ("value", &heads.value)] {
+            if !finite(t) {
+                bail!("the network's {head} for the start position is not finite");
+            }
+        }
+        Ok(())
     }
 
     fn state_bytes(&self) -> Result<Vec<u8>> {
@@ -721,6 +810,44 @@ mod tests {
         assert!(fp32_last < 0.5 * fp32_first, "fp32 did not learn the batch");
         assert!(bf16_last < 0.5 * bf16_first, "bf16 did not learn the batch");
         assert!((bf16_last - fp32_last).abs() < 0.25 * fp32_first);
+    }
+
+    #[test]
+    fn a_non_finite_batch_is_skipped_and_changes_nothing() {
+        let arch = Architecture {
+            net: NetConfig::new(1, 8),
+            encoder: EncoderConfig { history: 1 },
+        };
+        tch::manual_seed(11);
+        let good = batch(arch, 8);
+        let mut poisoned = good.clone();
+        poisoned.inputs[3] = f32::NAN;
+        for kind in [Kind::Float, Kind::BFloat16] {
+            let mut state = TrainState::new(Net::new(arch, Device::Cpu));
+            state.set_compute_kind(kind).unwrap();
+            let stats = state.step(&good, &config());
+            assert!(!stats.skipped && stats.grad_norm.is_finite() && stats.grad_norm > 0.0);
+            let before: HashMap<String, Tensor> = state
+                .net
+                .var_store()
+                .variables()
+                .into_iter()
+                .map(|(name, t)| (name, t.copy()))
+                .collect();
+            let moments: Vec<Tensor> = state.first_moments.iter().map(Tensor::copy).collect();
+            let stats = state.step(&poisoned, &config());
+            assert!(stats.skipped, "{kind:?}");
+            assert!(!stats.policy_loss.is_finite() || !stats.grad_norm.is_finite());
+            // Weights, batch-norm statistics and optimizer state as they were;
+            // only the step count moves on.
+            for (name, t) in state.net.var_store().variables() {
+                assert!(t.equal(&before[&name]), "{kind:?}: {name} changed");
+            }
+            assert_eq!(state.progress.step, 2);
+            for (i, m) in state.first_moments.iter().enumerate() {
+                assert!(m.equal(&moments[i]), "{kind:?}: momentum {i} changed");
+            }
+        }
     }
 
     #[test]
