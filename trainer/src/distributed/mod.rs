@@ -125,6 +125,16 @@ pub enum DistributedError {
     SelfPlay(engine::EvalError),
 }
 
+impl DistributedError {
+    /// Whether trying again later can succeed: the store's errors (a store
+    /// that is down, a network that drops), not a game that cannot be
+    /// encoded or a name that cannot be formed, which would fail the same
+    /// way at every try while the games pile up.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DistributedError::Store(_))
+    }
+}
+
 /// Writes the trainer's `config` to the store once (create-only), so that
 /// every worker plays with the run's settings; a store that already holds
 /// another config is refused, as a run directory refuses one.

@@ -207,7 +207,7 @@ pub fn run(
             )
         });
         let mut next_poll = Instant::now() + poll;
-        let outcome = loop {
+        let outcome = 'play: loop {
             if halted() {
                 break Ok(());
             }
@@ -232,10 +232,11 @@ pub fn run(
                             "chunk uploaded"
                         );
                     }
-                    Err(e) => {
+                    Err(e) if e.is_transient() => {
                         tracing::warn!("upload failed, retrying at the next poll: {e}");
                         break;
                     }
+                    Err(e) => break 'play Err(e),
                 }
             }
             if Instant::now() >= next_poll {

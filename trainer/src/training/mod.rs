@@ -495,16 +495,18 @@ impl OwnGames {
         Ok(())
     }
 
-    /// [`store`](Self::store), where a failure is logged and retried after
-    /// a while (the games stay pending): returns the games stored.
-    fn store_or_retry(&mut self) -> Vec<GameRecord> {
+    /// [`store`](Self::store), where a failure of the store is logged and
+    /// retried after a while (the games stay pending): returns the games
+    /// stored. Any other failure (a game that cannot be encoded) is an error.
+    fn store_or_retry(&mut self) -> Result<Vec<GameRecord>, DistributedError> {
         let mut stored = Vec::new();
         let waiting = self.retry_at.is_some_and(|at| Instant::now() < at);
         if self.uploader.pending() == 0 || waiting {
-            return stored;
+            return Ok(stored);
         }
         match self.store(&mut stored) {
             Ok(()) => self.retry_at = None,
+            Err(e) if !e.is_transient() => return Err(e),
             Err(e) => {
                 tracing::warn!(
                     pending = self.uploader.pending(),
@@ -514,7 +516,7 @@ impl OwnGames {
                 self.retry_at = Some(Instant::now() + self.retry);
             }
         }
-        stored
+        Ok(stored)
     }
 
     /// The chunk's games as PGN beside the run's other files, for people
@@ -783,7 +785,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             tally.add(&f);
             own.push([f.record]);
         }
-        for game in own.store_or_retry() {
+        for game in own.store_or_retry().context("storing self-play games")? {
             replay.add(Arc::new(game));
         }
         if let (Some(input), Some(sharing)) = (store_input.as_deref_mut(), sharing) {
@@ -1202,5 +1204,27 @@ mod tests {
         // Nothing new since: only the totals.
         let scalars = input.scalars();
         assert_eq!(scalars.len(), 2, "{scalars:?}");
+    }
+
+    #[test]
+    fn a_game_that_cannot_be_stored_is_an_error_not_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_dir(dir.path()).unwrap();
+        let mut own = OwnGames {
+            uploader: Uploader::resume(&store, shared::TRAINER).unwrap(),
+            chunk_games: 8,
+            pgn_dir: dir.path().to_path_buf(),
+            retry: Duration::from_secs(60),
+            retry_at: None,
+        };
+        own.push([one_move_game(1)]);
+        assert_eq!(own.store_or_retry().unwrap().len(), 1);
+        // A search value no net can give (a diverged one answers NaN).
+        let mut broken = one_move_game(2);
+        broken.moves[0].search_value = f32::NAN;
+        own.push([broken]);
+        let err = own.store_or_retry().unwrap_err();
+        assert!(!err.is_transient());
+        assert!(err.to_string().contains("search value"), "{err}");
     }
 }
