@@ -185,18 +185,25 @@ fn a_killed_run_resumes_with_nothing_lost() {
     assert!(games_on_disk(&run) >= games);
 }
 
+/// Rewrites the config file's `lr_schedule` line as one constant `rate`.
+fn set_learning_rate(config: &Path, rate: &str) {
+    let text = std::fs::read_to_string(config).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("lr_schedule"))
+        .expect("the config sets lr_schedule");
+    let text = text.replace(line, &format!("lr_schedule = [[0, {rate}]]"));
+    std::fs::write(config, text).unwrap();
+}
+
 #[test]
 fn a_diverging_run_stops_and_keeps_a_usable_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
     let config = dir.path().join("diverging.toml");
-    let text = std::fs::read_to_string(tiny_config()).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("lr_schedule"))
-        .expect("tiny.toml sets lr_schedule");
+    std::fs::copy(tiny_config(), &config).unwrap();
     // A rate that sends the weights far past what fp32 holds in a step or two.
-    std::fs::write(&config, text.replace(line, "lr_schedule = [[0, 1e20]]")).unwrap();
+    set_learning_rate(&config, "1e20");
     let output = train(
         &run,
         &["--config", config.to_str().unwrap(), "--minutes", "1"],
@@ -215,13 +222,7 @@ fn a_diverging_run_stops_and_keeps_a_usable_checkpoint() {
     stored_games(&run);
 
     // With the rate lowered in the run's own config, it resumes from there.
-    let saved = run.join("config.toml");
-    let text = std::fs::read_to_string(&saved).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("lr_schedule"))
-        .expect("the saved config has lr_schedule");
-    std::fs::write(&saved, text.replace(line, "lr_schedule = [[0, 0.01]]")).unwrap();
+    set_learning_rate(&run.join("config.toml"), "0.01");
     let checkpoint = latest(&run);
     assert_ok(&train(&run, &["--minutes", "0.2"]));
     assert!(latest(&run) > checkpoint);
