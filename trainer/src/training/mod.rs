@@ -50,7 +50,7 @@ use crate::selfplay::data::GameRecord;
 use crate::selfplay::{self, Finished};
 use crate::training::progress::{Progress, Status};
 use crate::training::replay::{ReplayBuffer, ReuseLimiter};
-use crate::training::state::{StepStats, TrainState, ValueHeadWatch};
+use crate::training::state::{StepStats, TrainState, ValueHeadWatch, DIVERGED_FIX};
 
 /// One `mixzero train` session of a run.
 #[derive(Clone, Debug)]
@@ -832,8 +832,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     bail!(
                         "training diverged: {skipped_in_a_row} steps in a row up to step {step} \
                          had a non-finite loss or gradient, and were skipped (the checkpoints \
-                         hold the last finite weights); lower [training] lr_schedule (in the \
-                         run's config.toml to resume it) or add warmup_steps"
+                         hold the last finite weights); {DIVERGED_FIX}"
                     );
                 }
             } else {

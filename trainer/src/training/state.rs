@@ -8,9 +8,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use engine::{check, non_negative, positive, within, EvalRequest, InvalidKey, Position};
-use models::encoding::encode;
 use models::net::{Architecture, Net, MOVES_LEFT_UNIT};
 use models::policy::POLICY_SIZE;
+use models::server::encode_requests;
 use models::weights;
 use models::Precision;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -205,6 +205,10 @@ impl ValueHeadWatch {
 /// error would let those few games steer the trunk (lc0 uses a Huber loss
 /// for its moves-left head for the same reason).
 const MOVES_LEFT_HUBER: f64 = 10.0 / MOVES_LEFT_UNIT;
+
+/// What to do about a diverged run, for its error messages.
+pub(crate) const DIVERGED_FIX: &str =
+    "lower [training] lr_schedule (in the run's config.toml to resume it) or add warmup_steps";
 
 /// Counters saved with each checkpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -512,8 +516,7 @@ impl TrainState {
         self.check_finite().with_context(|| {
             format!(
                 "training diverged by step {}: checkpoint {n} not written (the last one \
-                 written stays `latest`); lower [training] lr_schedule (in the run's config.toml to \
-                 resume it) or add warmup_steps",
+                 written stays `latest`); {DIVERGED_FIX}",
                 self.progress.step
             )
         })?;
@@ -540,18 +543,13 @@ impl TrainState {
         if let Some((name, _)) = variables.iter().find(|(_, t)| !finite(t)) {
             bail!("the network's {name} is not finite");
         }
-        let arch = self.net.arch();
+        let encoder = self.net.arch().encoder;
         let start = Position::start();
         let moves = start.legal_moves();
         let history = [start];
-        let mut input = vec![0f32; arch.encoder.input_len()];
-        encode(
-            &arch.encoder,
-            &EvalRequest::new(&history, &moves),
-            &mut input,
-        );
-        let xs = Tensor::from_slice(&input)
-            .view(arch.encoder.input_shape(1))
+        let input = encode_requests(&encoder, &[EvalRequest::new(&history, &moves)])?;
+        let xs = Tensor::from_slice(&input.planes)
+            .view(encoder.input_shape(1))
             .to_device(self.net.device());
         let heads = tch::no_grad(|| self.net.forward_heads(&xs, false));
         for (head, t) in [("policy", &heads.policy), ("value", &heads.value)] {
