@@ -219,8 +219,14 @@ fn play_watch_and_training_in_a_browser() {
         (n.as_u64() == Some(3)).then_some(())
     });
     b.click("#w-games tr.game[data-game='1']");
+    // The file's first game may still be loading when the click lands: wait
+    // for game 2 itself, not just any game at ply 0.
     b.wait_for("game 2 at ply 0", WAIT, |b| {
-        b.text("#w-ply").starts_with("ply 0 /").then_some(())
+        let selected = b.js(
+            "const r = document.querySelector('#w-games tr.game.selected'); \
+             return r ? r.dataset.game : null;",
+        );
+        (selected == "1" && b.text("#w-ply").starts_with("ply 0 /")).then_some(())
     });
     let right = "\u{E014}";
     for _ in 0..3 {

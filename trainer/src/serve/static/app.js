@@ -443,7 +443,9 @@ async function startSession() {
 }
 
 // ---- Watch ----
-const watch = { source: null, list: [], selected: null, view: null, ply: 0, text: null, timer: null };
+// `load` numbers game requests: a click may overtake a load still in flight
+// (a source's first game), and only the newest request may show its game.
+const watch = { source: null, list: [], selected: null, view: null, ply: 0, text: null, timer: null, load: 0 };
 const watchBoard = new Board(el('watch-board'), null);
 
 function renderWatch() {
@@ -490,6 +492,7 @@ function renderGameList() {
 }
 async function loadGame(key, follow) {
   const s = watch.source;
+  const load = ++watch.load;
   let view;
   try {
     if (s.kind === 'upload') {
@@ -500,9 +503,10 @@ async function loadGame(key, follow) {
       view = await api(`/api/pgn?path=${encodeURIComponent(s.path)}&game=${key}`);
     }
   } catch (e) {
-    showMessage('watch-message', e.message, true);
+    if (load === watch.load) showMessage('watch-message', e.message, true);
     return;
   }
+  if (load !== watch.load) return;
   const same = watch.selected === key && watch.view;
   watch.selected = key;
   watch.view = view;
@@ -536,6 +540,7 @@ async function refreshSource() {
 }
 function setSource(source, list) {
   clearInterval(watch.timer);
+  watch.load++;
   watch.source = source;
   watch.selected = null;
   watch.view = null;
