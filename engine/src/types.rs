@@ -215,6 +215,12 @@ impl Square {
         Square::from_coords(self.file(), SIZE as u8 - 1 - self.rank())
     }
 
+    /// The square mirrored left to right (a1 <-> k1).
+    #[inline]
+    pub const fn flip_file(self) -> Square {
+        Square::from_coords(SIZE as u8 - 1 - self.file(), self.rank())
+    }
+
     /// `None` when the step leaves the board.
     #[inline]
     pub const fn offset(self, df: i32, dr: i32) -> Option<Square> {

@@ -221,6 +221,18 @@ fn set_squares(out: &mut [f32], plane: usize, us: Color, squares: Bitboard) {
     }
 }
 
+/// Mirrors encoded planes left to right in place (the file axis of every
+/// plane; planes that fill the board are unchanged). With
+/// [`crate::policy::mirror_index`] on the policy, it turns a position
+/// without castling rights into its mirror image, which the rules treat the
+/// same.
+pub fn mirror_files(planes: &mut [f32]) {
+    let side = engine::types::SIZE;
+    for row in planes.chunks_exact_mut(side) {
+        row.reverse();
+    }
+}
+
 /// A name for every plane, in order (`h0 own P`, `castling opp long`, ...).
 pub fn plane_names(config: &EncoderConfig) -> Vec<String> {
     const KINDS: [&str; 6] = ["P", "N", "B", "R", "Q", "K"];

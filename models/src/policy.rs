@@ -2,8 +2,11 @@
 //! in the side to move's frame.
 //!
 //! The frame flips the board vertically for Black (`Square::flip_rank`), so
-//! both sides' pawns move "up"; files are never mirrored, because the start
-//! position is not symmetric left to right (the king stands on the f file).
+//! both sides' pawns move "up". Files are not mirrored by the frame, because
+//! castling is not symmetric left to right (the king stands on the f file);
+//! without castling rights the rules are, and training may mirror a position
+//! left to right with [`mirror_index`] and
+//! [`crate::encoding::mirror_files`].
 //!
 //! `index = move_type * 100 + from_square_in_frame`, so a convolutional head
 //! with [`MOVE_TYPES`] channels over the 10x10 board flattens straight to it.
@@ -89,6 +92,43 @@ const fn delta_types() -> [u8; SPAN * SPAN] {
         t += 1;
     }
     table
+}
+
+/// The policy index of each index's move mirrored left to right: the same
+/// rank step, the file step negated, from the mirrored square.
+static MIRRORED: [u16; POLICY_SIZE] = mirrored_indices();
+
+const fn mirrored_indices() -> [u16; POLICY_SIZE] {
+    let deltas = type_deltas();
+    let types = delta_types();
+    let mut table = [0u16; POLICY_SIZE];
+    let mut t = 0;
+    while t < MOVE_TYPES {
+        let mirrored_type = if t < UNDERPROMOTION_BASE {
+            let (df, dr) = deltas[t];
+            types[delta_slot(-(df as i32), dr as i32)] as usize
+        } else {
+            // Capture left and capture right swap; the piece stays.
+            let under = t - UNDERPROMOTION_BASE;
+            UNDERPROMOTION_BASE + under / 3 * 3 + (2 - under % 3)
+        };
+        let mut from = 0;
+        while from < NUM_SQUARES {
+            let flipped = Square::new(from as u8).flip_file().index();
+            table[t * NUM_SQUARES + from] = (mirrored_type * NUM_SQUARES + flipped) as u16;
+            from += 1;
+        }
+        t += 1;
+    }
+    table
+}
+
+/// The policy index of the move at `index` mirrored left to right (an
+/// involution). Valid training data only for a position without castling
+/// rights, where the mirrored position follows the same rules.
+#[inline]
+pub fn mirror_index(index: usize) -> usize {
+    MIRRORED[index] as usize
 }
 
 /// The square as seen by `side` (an involution: it also maps back).
@@ -177,5 +217,15 @@ mod tests {
         }
         let filled = DELTA_TYPE.iter().filter(|&&t| t != NONE).count();
         assert_eq!(filled, UNDERPROMOTION_BASE);
+    }
+
+    #[test]
+    fn mirroring_is_an_involution_and_a_permutation() {
+        let mut seen = vec![false; POLICY_SIZE];
+        for index in 0..POLICY_SIZE {
+            let m = mirror_index(index);
+            assert_eq!(mirror_index(m), index);
+            assert!(!std::mem::replace(&mut seen[m], true));
+        }
     }
 }

@@ -2,8 +2,10 @@ use std::collections::HashSet;
 
 use engine::{control_period, Color, EvalRequest, Kind, Move, Piece, Position, Rules, Square};
 use models::encoding::{
-    encode, feature, plane_names, rule, EncoderConfig, Side, ENCODING_VERSION, PIECE_PLANES,
+    encode, feature, mirror_files, plane_names, rule, EncoderConfig, Side, ENCODING_VERSION,
+    PIECE_PLANES,
 };
+use models::policy::{mirror_index, move_index};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -590,6 +592,112 @@ fn black_to_move_encodes_like_the_mirrored_white_position() {
         }
     }
     assert!(checked > 1000);
+}
+
+/// The FEN mirrored left to right (a1 <-> k1); only for positions without
+/// castling rights, which have no mirror image.
+fn flip_files_fen(fen: &str) -> String {
+    let mut f: Vec<String> = fen.split(' ').map(str::to_string).collect();
+    assert_eq!(f[2], "-", "{fen}");
+    let ranks: Vec<String> = f[0]
+        .split('/')
+        .map(|rank| {
+            let mut squares = Vec::new();
+            let mut digits = String::new();
+            for c in rank.chars() {
+                if c.is_ascii_digit() {
+                    digits.push(c);
+                    continue;
+                }
+                let empty: usize = digits.parse().unwrap_or(0);
+                squares.extend(std::iter::repeat_n(None, empty));
+                digits.clear();
+                squares.push(Some(c));
+            }
+            let empty: usize = digits.parse().unwrap_or(0);
+            squares.extend(std::iter::repeat_n(None, empty));
+            squares.reverse();
+            let mut out = String::new();
+            let mut run = 0;
+            for square in squares {
+                match square {
+                    None => run += 1,
+                    Some(c) => {
+                        if run > 0 {
+                            out.push_str(&run.to_string());
+                            run = 0;
+                        }
+                        out.push(c);
+                    }
+                }
+            }
+            if run > 0 {
+                out.push_str(&run.to_string());
+            }
+            out
+        })
+        .collect();
+    f[0] = ranks.join("/");
+    let mut ep = String::new();
+    let mut rest = f[3].as_str();
+    while let Some((sq, used)) = Square::parse_prefix(rest) {
+        ep.push_str(&sq.flip_file().to_string());
+        rest = &rest[used..];
+    }
+    if !ep.is_empty() {
+        f[3] = ep;
+    }
+    f.join(" ")
+}
+
+#[test]
+fn files_mirror_like_the_mirrored_position() {
+    let config = config();
+    let mut checked = 0;
+    for game in random_games(23, 10, 150) {
+        for end in 4..=game.len() {
+            let window = &game[end - 4..end];
+            let pos = window[3];
+            if !pos.castling_rights().is_empty() {
+                continue;
+            }
+            // The history's positions may still have had castling rights:
+            // only their pieces are encoded, so mirror those by hand.
+            let twins: Vec<Position> = window
+                .iter()
+                .map(|p| {
+                    let fen = p.fen();
+                    let mut f: Vec<&str> = fen.split(' ').collect();
+                    f[2] = "-";
+                    let fen = flip_files_fen(&f.join(" "));
+                    Position::from_fen(&fen).unwrap_or_else(|e| panic!("{fen}: {e}"))
+                })
+                .collect();
+            let mut a = encode_with(&config, window, 1);
+            mirror_files(&mut a);
+            assert_eq!(a, encode_with(&config, &twins, 1), "{}", pos.fen());
+
+            // The mirrored position's legal moves are the mirrored moves, at
+            // the mirrored policy indices.
+            let twin = twins[3];
+            let side = pos.side_to_move();
+            let mut ours: Vec<usize> = pos
+                .legal_moves()
+                .iter()
+                .map(|&mv| mirror_index(move_index(side, mv).unwrap()))
+                .collect();
+            let mut theirs: Vec<usize> = twin
+                .legal_moves()
+                .iter()
+                .map(|&mv| move_index(side, mv).unwrap())
+                .collect();
+            ours.sort_unstable();
+            theirs.sort_unstable();
+            assert_eq!(ours, theirs, "{}", pos.fen());
+            checked += 1;
+        }
+    }
+    assert!(checked > 500, "{checked}");
 }
 
 #[test]

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use engine::players::material_balance;
 use engine::{check, within, Color, EvalRequest, Game, InvalidKey, Move, Position, Reason, Wdl};
-use models::encoding::{encode, EncoderConfig};
+use models::encoding::{encode, mirror_files, EncoderConfig};
 use models::net::MOVES_LEFT_UNIT;
-use models::policy::{move_index, POLICY_SIZE};
+use models::policy::{mirror_index, move_index, POLICY_SIZE};
 use rand::Rng;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -123,6 +123,9 @@ pub struct TrainingSample {
     /// visits when it was searched fully, else the reply played. Empty
     /// after the game's last move, which has no reply.
     pub reply: Vec<(usize, f32)>,
+    /// Whether the batch encodes this sample mirrored left to right, its
+    /// policy and reply targets with it.
+    pub mirrored: bool,
 }
 
 /// What the training targets are made of. The value target is the game
@@ -143,6 +146,9 @@ pub struct Targets {
     /// Whether batches carry the reply head's targets (8,900 floats a
     /// sample, so only when that head is trained).
     pub reply: bool,
+    /// Whether [`ReplayBuffer::batch`] mirrors half of the positions that
+    /// can be mirrored ([`TrainingSample::mirrorable`]).
+    pub mirror: bool,
 }
 
 /// What a game stopped at `[selfplay] max_plies` teaches the value. The cap
@@ -256,7 +262,12 @@ impl ReplayBuffer {
         encoder: &EncoderConfig,
         targets: &Targets,
     ) -> Batch {
-        let samples = self.sample(rng, batch_size, encoder.history, targets.material_plies);
+        let mut samples = self.sample(rng, batch_size, encoder.history, targets.material_plies);
+        if targets.mirror {
+            for sample in &mut samples {
+                sample.mirrored = sample.mirrorable() && rng.random_bool(0.5);
+            }
+        }
         build_batch(&samples, encoder, targets)
     }
 
@@ -331,6 +342,7 @@ pub fn training_sample(
         material_later: material_later(game, ply, pos, material_plies),
         plies_left: (game.moves.len() - ply) as u32,
         reply: reply_target(game, ply, pos),
+        mirrored: false,
     }
 }
 
@@ -415,6 +427,16 @@ pub struct Batch {
 }
 
 impl TrainingSample {
+    /// Whether the position can be trained mirrored left to right: the
+    /// rules are symmetric once neither side can castle (castling is not:
+    /// the king starts on the f file). Its history's positions are only
+    /// pieces on squares, whatever their rights were.
+    pub fn mirrorable(&self) -> bool {
+        self.history
+            .last()
+            .is_some_and(|pos| pos.castling_rights().is_empty())
+    }
+
     /// The value target: the result, with `targets.q_share` of the search
     /// value (entered as win/draw/loss with the same mean); learned only
     /// where [`Self::teaches_value`].
@@ -437,6 +459,16 @@ impl TrainingSample {
             (true, _) => Some(self.wdl),
             (false, CappedValue::Search) => self.capped_value.map(spread),
             (false, CappedValue::None) => None,
+        }
+    }
+
+    /// Where the batch puts policy index `index` of this sample: mirrored
+    /// with the position if [`Self::mirrored`].
+    fn policy_index(&self, index: usize) -> usize {
+        if self.mirrored {
+            mirror_index(index)
+        } else {
+            index
         }
     }
 
@@ -501,9 +533,13 @@ pub fn build_batch(
                 moves: &sample.moves,
             };
             encode(encoder, &request, input);
+            if sample.mirrored {
+                mirror_files(input);
+            }
             let side = request.position().side_to_move();
             for (&mv, &p) in sample.moves.iter().zip(&sample.policy) {
                 let index = move_index(side, mv).expect("a legal move has a policy index");
+                let index = sample.policy_index(index);
                 policy[index] = p;
                 legal[index] = 1.0;
             }
@@ -517,7 +553,7 @@ pub fn build_batch(
             .zip(samples.par_iter())
             .for_each(|(row, sample)| {
                 for &(index, p) in &sample.reply {
-                    row[index] = p;
+                    row[sample.policy_index(index)] = p;
                 }
             });
         batch.reply_mask = samples
@@ -569,6 +605,7 @@ mod tests {
         material_plies: 1,
         material_scale: 1.0,
         reply: false,
+        mirror: false,
     };
 
     fn config(min_window: usize, max_window: usize) -> ReplayConfig {
@@ -884,6 +921,7 @@ mod tests {
             material_later: 3.0,
             plies_left: 10,
             reply: Vec::new(),
+            mirrored: false,
         };
         let mix = |q_share| Targets {
             q_share,
@@ -891,6 +929,7 @@ mod tests {
             material_plies: 8,
             material_scale: 3.0,
             reply: false,
+            mirror: false,
         };
         assert_eq!(sample.value_target(&RESULT_ONLY), [0.0, 0.0, 1.0]);
         assert_eq!(sample.value_target(&mix(1.0)), [0.5, 0.5, 0.0]);
@@ -999,6 +1038,90 @@ mod tests {
         let sample = training_sample(&game, 1, 1, 1);
         assert_eq!(sample.capped_value, None);
         assert!(!sample.teaches_value(&search));
+    }
+
+    #[test]
+    fn a_mirrored_sample_is_the_mirrored_games_sample() {
+        // No castling rights: the rules are symmetric left to right. Each
+        // side's full search spreads its visits unevenly, so that a policy
+        // put back unmirrored would show.
+        let fen = "4qk4/10/10/10/4p5/10/3N6/10/10/5K4 w - - 0 11";
+        let moves = ["d4e6", "e10e6", "f1g1", "e6e5"];
+        let twin_fen = "4kq4/10/10/10/5p4/10/6N3/10/10/4K5 w - - 0 11";
+        let twin_moves = ["g4f6", "f10f6", "e1d1", "f6f5"];
+        let outcome = Outcome::win(Color::Black, Reason::Resignation);
+        let mut game = scripted_game(fen, &moves, outcome);
+        let mut twin = scripted_game(twin_fen, &twin_moves, outcome);
+        for record in &mut game.moves {
+            record.visits = (1..=record.visits.len() as u32).collect();
+        }
+        // The twin's visits: each mirrored move gets its original's count.
+        let mut pos = game.start;
+        let mut twin_pos = twin.start;
+        for (record, twin_record) in game.moves.iter().zip(&mut twin.moves) {
+            let side = pos.side_to_move();
+            twin_record.visits = twin_pos
+                .legal_moves()
+                .iter()
+                .map(|&mv| {
+                    let index = mirror_index(move_index(side, mv).unwrap());
+                    let original = pos
+                        .legal_moves()
+                        .iter()
+                        .position(|&m| move_index(side, m) == Some(index))
+                        .unwrap();
+                    record.visits[original]
+                })
+                .collect();
+            pos = pos.after(record.mv);
+            twin_pos = twin_pos.after(twin_record.mv);
+        }
+        let encoder = EncoderConfig { history: 2 };
+        let targets = Targets {
+            reply: true,
+            ..RESULT_ONLY
+        };
+        let mut mirrored: Vec<TrainingSample> = (0..4)
+            .map(|ply| training_sample(&game, ply, 2, 1))
+            .collect();
+        assert!(mirrored.iter().all(TrainingSample::mirrorable));
+        for sample in &mut mirrored {
+            sample.mirrored = true;
+        }
+        let plain: Vec<TrainingSample> = (0..4)
+            .map(|ply| training_sample(&twin, ply, 2, 1))
+            .collect();
+        let a = build_batch(&mirrored, &encoder, &targets);
+        let b = build_batch(&plain, &encoder, &targets);
+        assert_eq!(a, b);
+        for sample in &mut mirrored {
+            sample.mirrored = false;
+        }
+        let unmirrored = build_batch(&mirrored, &encoder, &targets);
+        assert_ne!(unmirrored.inputs, b.inputs);
+        assert_ne!(unmirrored.policy, b.policy);
+        assert_ne!(unmirrored.reply, b.reply);
+
+        // Castling rights forbid it, and a batch mirrors only when asked.
+        let start = scripted_game(engine::START_FEN, &["e2e4"], outcome);
+        assert!(!training_sample(&start, 0, 1, 1).mirrorable());
+        let mut replay = ReplayBuffer::new(config(100, 1000));
+        replay.add(Arc::new(game));
+        let mut rng = SmallRng::seed_from_u64(5);
+        let batch = |replay: &ReplayBuffer, rng: &mut SmallRng, mirror| {
+            let targets = Targets { mirror, ..targets };
+            replay.batch(rng, 64, &encoder, &targets)
+        };
+        let on = batch(&replay, &mut rng, true);
+        let off = batch(&replay, &mut rng, false);
+        let rows = |b: &Batch| -> std::collections::HashSet<Vec<u32>> {
+            b.policy
+                .chunks(POLICY_SIZE)
+                .map(|row| row.iter().map(|p| p.to_bits()).collect())
+                .collect()
+        };
+        assert_eq!(rows(&off).len(), 4, "four plies, unmirrored");
+        assert_eq!(rows(&on).len(), 8, "each ply both ways");
     }
 
     #[test]

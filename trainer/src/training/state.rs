@@ -56,6 +56,10 @@ pub struct TrainingConfig {
     /// Weight of the reply head's loss (cross-entropy against the
     /// opponent's reply); needs `[net] reply_head` (0 = off).
     pub reply_weight: f64,
+    /// Train half of the positions without castling rights mirrored left
+    /// to right, where the rules are symmetric (AlphaGo's board symmetries,
+    /// the one Chess-mix has): more distinct positions from the same games.
+    pub mirror: bool,
     /// Samples in the replay window before training starts.
     pub min_samples: usize,
     /// Times each new sample is trained on, on average, at most.
@@ -123,6 +127,7 @@ impl TrainingConfig {
             material_plies: self.material_plies,
             material_scale: self.material_scale as f32,
             reply: self.reply_weight > 0.0,
+            mirror: self.mirror,
         }
     }
 
