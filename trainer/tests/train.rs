@@ -395,3 +395,79 @@ fn bootstrap_games_are_imported_once() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--bootstrap"));
 }
+
+#[test]
+fn a_new_run_starts_from_given_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let config = tiny_config();
+    let config_arg = ["--config", config.to_str().unwrap()];
+    assert_ok(&train(
+        &first,
+        &[&config_arg[..], &["--minutes", "0.05"]].concat(),
+    ));
+    let trained = Checkpoints::new(first.join("checkpoints")).weights(latest(&first));
+    assert!(latest(&first) >= 1);
+
+    // A new run from the first run's latest net: its checkpoint 0 is that net.
+    let second = dir.path().join("second");
+    let init = ["--init", first.to_str().unwrap()];
+    assert_ok(&train(
+        &second,
+        &[&config_arg[..], &init, &["--minutes", "0.02"]].concat(),
+    ));
+    let start = Checkpoints::new(second.join("checkpoints")).weights(0);
+    let (start, trained) = (
+        std::fs::read(start).unwrap(),
+        std::fs::read(&trained).unwrap(),
+    );
+    let tensors = |bytes| {
+        let file = safetensors::SafeTensors::deserialize(bytes).unwrap();
+        let mut tensors: Vec<(String, Vec<u8>)> = file
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| (name, view.data().to_vec()))
+            .collect();
+        tensors.sort();
+        tensors
+    };
+    let trained = tensors(&trained);
+    assert!(trained.len() > 10);
+    assert!(
+        tensors(&start) == trained,
+        "checkpoint 0 is not the --init net"
+    );
+
+    // Only for a new run: an existing one is refused, not overwritten.
+    let refused = train(&second, &[&init[..], &["--minutes", "0.02"]].concat());
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("already has checkpoints"), "{stderr}");
+
+    // Another net than the config's, or no weights at all: named, and no
+    // run directory is left behind.
+    let wider = dir.path().join("wider.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&wider, text.replace("channels = 8", "channels = 16")).unwrap();
+    let third = dir.path().join("third");
+    let wider_arg = ["--config", wider.to_str().unwrap(), "--minutes", "0.02"];
+    let refused = train(&third, &[&wider_arg[..], &init].concat());
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("net.channels = 8 there, 16 in the config"),
+        "{stderr}"
+    );
+    let missing = dir.path().join("missing.safetensors");
+    let refused = train(
+        &third,
+        &[&wider_arg[..], &["--init", missing.to_str().unwrap()]].concat(),
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("no such weights file") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert!(!third.exists());
+}

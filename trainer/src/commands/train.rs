@@ -38,6 +38,11 @@ pub struct TrainArgs {
     /// Play no games here: train only on the store's (needs --store).
     #[arg(long, requires = "store")]
     no_selfplay: bool,
+    /// Start a new run from these weights instead of a random net: a
+    /// weights file, or a run or checkpoints directory (its latest). The
+    /// step count, optimizer state and learning-rate schedule start afresh.
+    #[arg(long, value_name = "WEIGHTS")]
+    init: Option<PathBuf>,
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
@@ -57,6 +62,7 @@ pub fn run(args: TrainArgs) -> Result<()> {
         bootstrap: args.bootstrap,
         store,
         selfplay: !args.no_selfplay,
+        init: args.init,
     };
     training::run(config, &dirs, session)
 }

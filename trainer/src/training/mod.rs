@@ -69,6 +69,12 @@ pub struct Session {
     pub store: Option<Store>,
     /// Whether the trainer plays games itself (off: only the store's games).
     pub selfplay: bool,
+    /// The weights a new run starts from instead of a random net (a
+    /// weights file, a run or checkpoints directory: see
+    /// [`crate::run_dir::resolve_weights`]). Only the weights: the step
+    /// count, the optimizer state and the learning-rate schedule start
+    /// afresh.
+    pub init: Option<PathBuf>,
 }
 
 /// Skipped steps in a row that stop the run. One non-finite batch can be
@@ -143,15 +149,51 @@ impl SelfPlayTotals {
     }
 }
 
+/// The net of `--init PATH`, which must be the one `config` asks for.
+fn initial_net(path: &Path, config: &Config, device: tch::Device) -> Result<Net> {
+    let file = crate::run_dir::resolve_weights(path).context("--init")?;
+    let net = models::weights::load(&file, device).context("--init")?;
+    let differences: Vec<String> = net
+        .arch()
+        .differences(&config.arch())
+        .into_iter()
+        .map(|(key, ours, theirs)| format!("{key} = {ours} there, {theirs} in the config"))
+        .collect();
+    if !differences.is_empty() {
+        bail!(
+            "--init {}: another net than the config asks for: {}",
+            file.display(),
+            differences.join("; ")
+        );
+    }
+    tracing::info!(weights = %file.display(), "starting from these weights");
+    Ok(net)
+}
+
 /// Trains the run in `dirs` with `config` (its own, when resuming: see
 /// [`RunDir::resolve_config`]) until `session` ends or Ctrl-C.
 pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
+    let checkpoints = dirs.checkpoints();
+    let device = models::device();
+    // Checked before the run directory is made, so that a refused --init
+    // leaves nothing behind.
+    let init = match &session.init {
+        Some(path) => {
+            if let Some(n) = checkpoints.latest()? {
+                bail!(
+                    "--init {}: {} already has checkpoints (latest {n:06}); --init starts a new run only",
+                    path.display(),
+                    dirs.root().display()
+                );
+            }
+            Some(initial_net(path, &config, device)?)
+        }
+        None => None,
+    };
     dirs.prepare(&config, &code_version())?;
     if let Some(store) = &session.store {
         shared::share_config(store, &config)?;
     }
-    let checkpoints = dirs.checkpoints();
-    let device = models::device();
     let seed = session.seed;
     tracing::info!(run_dir = %dirs.root().display(), ?device, net = %config.net.name(), version = %code_version(), "train");
 
@@ -164,7 +206,8 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
         }
         None => {
             tch::manual_seed(seed as i64);
-            let state = TrainState::new(Net::new(config.arch(), device));
+            let net = init.unwrap_or_else(|| Net::new(config.arch(), device));
+            let state = TrainState::new(net);
             state.save_checkpoint(&checkpoints)?;
             state
         }
@@ -763,6 +806,9 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     let mut last_stats: Option<StepStats> = None;
     let mut value_watch = ValueHeadWatch::default();
     let mut skipped_in_a_row = 0u64;
+    // Of the batch in the pending step: the share `[training] mirror` may
+    // mirror, logged with that step.
+    let mut mirrorable_share = 0.0;
     let mut steps_since_checkpoint = 0u64;
     let mut last_log = Instant::now();
     let mut last_tally = (0u64, 0u64, Instant::now());
@@ -861,6 +907,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                         ("loss/reply", step_stats.reply_loss),
                         ("train/learning_rate", step_stats.learning_rate),
                         ("train/grad_norm", step_stats.grad_norm),
+                        ("train/mirrorable_share", mirrorable_share),
                     ],
                 );
             }
@@ -882,6 +929,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
             }
         }
         if let Some(batch) = next {
+            mirrorable_share = batch.mirrorable as f64 / batch.n.max(1) as f64;
             let task_state = Arc::clone(state);
             let training = config.training.clone();
             pending = Some(trainer.submit(move || {

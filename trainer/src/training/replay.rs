@@ -424,6 +424,9 @@ pub struct Batch {
     /// [`Targets::reply`].
     pub reply_mask: Vec<f32>,
     pub n: usize,
+    /// Samples that `[training] mirror` may mirror
+    /// ([`TrainingSample::mirrorable`]), whether or not it is on.
+    pub mirrorable: usize,
 }
 
 impl TrainingSample {
@@ -518,6 +521,7 @@ pub fn build_batch(
         reply: Vec::new(),
         reply_mask: Vec::new(),
         n,
+        mirrorable: samples.iter().filter(|s| s.mirrorable()).count(),
     };
     batch
         .inputs
@@ -1094,6 +1098,7 @@ mod tests {
         let a = build_batch(&mirrored, &encoder, &targets);
         let b = build_batch(&plain, &encoder, &targets);
         assert_eq!(a, b);
+        assert_eq!(a.mirrorable, 4);
         for sample in &mut mirrored {
             sample.mirrored = false;
         }

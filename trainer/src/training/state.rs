@@ -694,6 +694,7 @@ mod tests {
                 .collect(),
             reply_mask: (0..n).map(|i| (i % 5 != 0) as u8 as f32).collect(),
             n,
+            mirrorable: 0,
         }
     }
 
