@@ -595,46 +595,27 @@ fn black_to_move_encodes_like_the_mirrored_white_position() {
 }
 
 /// The FEN mirrored left to right (a1 <-> k1); only for positions without
-/// castling rights, which have no mirror image.
+/// castling rights, which have no mirror image. A rank's tokens (a piece,
+/// or a run of empty squares) in reverse order are its mirror image.
 fn flip_files_fen(fen: &str) -> String {
     let mut f: Vec<String> = fen.split(' ').map(str::to_string).collect();
     assert_eq!(f[2], "-", "{fen}");
     let ranks: Vec<String> = f[0]
         .split('/')
         .map(|rank| {
-            let mut squares = Vec::new();
-            let mut digits = String::new();
+            let mut tokens: Vec<String> = Vec::new();
             for c in rank.chars() {
-                if c.is_ascii_digit() {
-                    digits.push(c);
-                    continue;
-                }
-                let empty: usize = digits.parse().unwrap_or(0);
-                squares.extend(std::iter::repeat_n(None, empty));
-                digits.clear();
-                squares.push(Some(c));
-            }
-            let empty: usize = digits.parse().unwrap_or(0);
-            squares.extend(std::iter::repeat_n(None, empty));
-            squares.reverse();
-            let mut out = String::new();
-            let mut run = 0;
-            for square in squares {
-                match square {
-                    None => run += 1,
-                    Some(c) => {
-                        if run > 0 {
-                            out.push_str(&run.to_string());
-                            run = 0;
-                        }
-                        out.push(c);
+                match tokens.last_mut() {
+                    Some(run)
+                        if c.is_ascii_digit() && run.starts_with(|d: char| d.is_ascii_digit()) =>
+                    {
+                        run.push(c)
                     }
+                    _ => tokens.push(c.to_string()),
                 }
             }
-            if run > 0 {
-                out.push_str(&run.to_string());
-            }
-            out
+            tokens.reverse();
+            tokens.concat()
         })
         .collect();
     f[0] = ranks.join("/");

@@ -31,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::pgn::write_pgn;
 use engine::{Color, Game};
-use models::net::Net;
+use models::net::{Architecture, Net};
 use models::server::{InferenceClient, InferenceServer};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -149,21 +149,33 @@ impl SelfPlayTotals {
     }
 }
 
-/// The net of `--init PATH`, which must be the one `config` asks for.
-fn initial_net(path: &Path, config: &Config, device: tch::Device) -> Result<Net> {
-    let file = crate::run_dir::resolve_weights(path).context("--init")?;
-    let net = models::weights::load(&file, device).context("--init")?;
+/// The keys where `net` differs from the net `config` asks for, each as
+/// "key = value `place`, value in the config"; `None` if they agree.
+fn arch_mismatch(net: Architecture, config: &Config, place: &str) -> Option<String> {
     let differences: Vec<String> = net
-        .arch()
         .differences(&config.arch())
         .into_iter()
-        .map(|(key, ours, theirs)| format!("{key} = {ours} there, {theirs} in the config"))
+        .map(|(key, ours, theirs)| format!("{key} = {ours} {place}, {theirs} in the config"))
         .collect();
-    if !differences.is_empty() {
+    (!differences.is_empty()).then(|| differences.join("; "))
+}
+
+/// The net of `--init PATH` for the new run in `dirs`, which must be the
+/// one `config` asks for.
+fn initial_net(path: &Path, dirs: &RunDir, config: &Config, device: tch::Device) -> Result<Net> {
+    if let Some(n) = dirs.checkpoints().latest()? {
         bail!(
-            "--init {}: another net than the config asks for: {}",
-            file.display(),
-            differences.join("; ")
+            "--init {}: {} already has checkpoints (latest {n:06}); --init starts a new run only",
+            path.display(),
+            dirs.root().display()
+        );
+    }
+    let file = crate::run_dir::resolve_weights(path).context("--init")?;
+    let net = models::weights::load(&file, device).context("--init")?;
+    if let Some(mismatch) = arch_mismatch(net.arch(), config, "there") {
+        bail!(
+            "--init {}: another net than the config asks for: {mismatch}",
+            file.display()
         );
     }
     tracing::info!(weights = %file.display(), "starting from these weights");
@@ -177,19 +189,11 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     let device = models::device();
     // Checked before the run directory is made, so that a refused --init
     // leaves nothing behind.
-    let init = match &session.init {
-        Some(path) => {
-            if let Some(n) = checkpoints.latest()? {
-                bail!(
-                    "--init {}: {} already has checkpoints (latest {n:06}); --init starts a new run only",
-                    path.display(),
-                    dirs.root().display()
-                );
-            }
-            Some(initial_net(path, &config, device)?)
-        }
-        None => None,
-    };
+    let init = session
+        .init
+        .as_deref()
+        .map(|path| initial_net(path, dirs, &config, device))
+        .transpose()?;
     dirs.prepare(&config, &code_version())?;
     if let Some(store) = &session.store {
         shared::share_config(store, &config)?;
@@ -213,20 +217,11 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
         }
     };
     state.set_compute_kind(config.training.precision.kind(device))?;
-    if state.arch() != config.arch() {
-        let differences: Vec<String> = state
-            .arch()
-            .differences(&config.arch())
-            .into_iter()
-            .map(|(key, ours, theirs)| {
-                format!("{key} = {ours} in the checkpoints, {theirs} in the config")
-            })
-            .collect();
-        // A run whose config predates a `[net]` key takes the key's default,
-        // which may add a head its checkpoints lack.
+    // A run whose config predates a `[net]` key takes the key's default,
+    // which may add a head its checkpoints lack.
+    if let Some(mismatch) = arch_mismatch(state.arch(), &config, "in the checkpoints") {
         bail!(
-            "the run's checkpoints hold another net than its config asks for: {}; to resume, set the checkpoints' values in {}",
-            differences.join("; "),
+            "the run's checkpoints hold another net than its config asks for: {mismatch}; to resume, set the checkpoints' values in {}",
             dirs.config().display()
         );
     }
