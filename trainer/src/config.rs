@@ -214,10 +214,14 @@ mod tests {
     fn embedded_configs_parse() {
         assert_eq!(Config::default_config().net.name(), "4x32");
         assert_eq!(Config::gpu_config().net.name(), "15x192se");
-        // The distillation config the README's commands use.
+        // The distillation configs the README's commands use.
         let distilled = include_str!("../../configs/distilled.toml");
         let config = Config::parse(distilled, "configs/distilled.toml").unwrap();
         assert!(config.training.value_q_share > 0.0);
+        let selfplay = include_str!("../../configs/distilled-selfplay.toml");
+        let config = Config::parse(selfplay, "configs/distilled-selfplay.toml").unwrap();
+        assert_eq!(config.search.capture_prior, 0.0);
+        assert_eq!(config.replay.min_window, config.replay.max_window);
     }
 
     /// `section.key` of every value in a TOML text's tables.
