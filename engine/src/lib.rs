@@ -35,7 +35,7 @@ pub use game::{Game, Outcome, Reason};
 pub use movegen::{MoveList, PieceMoves, MAX_MOVES};
 pub use perft::{divide, perft};
 pub use pgn::{read_pgn, read_pgns, write_annotated_pgn, write_pgn, PgnGame};
-pub use position::{parse_coordinate, EnPassant, Move, Position, START_FEN};
+pub use position::{parse_coordinate, Coverage, EnPassant, Move, Position, START_FEN};
 pub use rules::{control_period, Period, Rules, Run};
 pub use types::{Color, Kind, Piece, Square};
 pub use zobrist::{mix64, splitmix64, GOLDEN_GAMMA};

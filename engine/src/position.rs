@@ -13,6 +13,14 @@ use crate::rules::{control_period, Rules, Run};
 use crate::types::{Color, Kind, Piece, Square, NUM_SQUARES};
 use crate::zobrist;
 
+/// Squares one side attacks at least once, and at least twice
+/// ([`Position::coverage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    pub once: Bitboard,
+    pub twice: Bitboard,
+}
+
 /// A move in coordinate form. Castling is the king's move (`f1i1`); en
 /// passant, double and triple steps are told apart by the position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -274,6 +282,28 @@ impl Position {
             | (pawn_attacks(!by, sq) & self.by_kind[Kind::Pawn.index()])
             | (rook_attacks(sq, occ) & rooks)
             | (bishop_attacks(sq, occ) & bishops))
+    }
+
+    /// The squares `by`'s pieces attack (pins and whose turn it is aside):
+    /// those at least one piece attacks, and those at least two do.
+    pub fn coverage(&self, by: Color) -> Coverage {
+        let occ = self.occupied();
+        let mut cover = Coverage::default();
+        for kind in Kind::ALL {
+            for sq in self.pieces(by, kind) {
+                let attacks = match kind {
+                    Kind::Pawn => pawn_attacks(by, sq),
+                    Kind::Knight => knight_attacks(sq),
+                    Kind::Bishop => bishop_attacks(sq, occ),
+                    Kind::Rook => rook_attacks(sq, occ),
+                    Kind::Queen => rook_attacks(sq, occ) | bishop_attacks(sq, occ),
+                    Kind::King => king_attacks(sq),
+                };
+                cover.twice |= cover.once & attacks;
+                cover.once |= attacks;
+            }
+        }
+        cover
     }
 
     #[inline]

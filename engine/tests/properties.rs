@@ -61,38 +61,41 @@ fn control_period(color: Color, n: u32) -> Option<(u32, u32)> {
 }
 
 fn attacked(board: &Board, target: Square, by: Color) -> bool {
+    attackers(board, target, by) > 0
+}
+
+/// How many of `by`'s pieces attack `target`.
+fn attackers(board: &Board, target: Square, by: Color) -> usize {
     let holds = |s: Option<Square>, kinds: &[Kind]| {
         s.and_then(|s| board[s.index()])
             .is_some_and(|p| p.color == by && kinds.contains(&p.kind))
     };
     let back = -forward(by);
-    if holds(target.offset(-1, back), &[Kind::Pawn]) || holds(target.offset(1, back), &[Kind::Pawn])
-    {
-        return true;
-    }
-    if knight_steps()
-        .iter()
-        .any(|&(f, r)| holds(target.offset(f, r), &[Kind::Knight]))
-        || king_steps()
+    let steps = |steps: &[(i32, i32)], kind: Kind| {
+        steps
             .iter()
-            .any(|&(f, r)| holds(target.offset(f, r), &[Kind::King]))
-    {
-        return true;
-    }
-    let slides = |dirs: &[(i32, i32)], kinds: &[Kind]| {
-        dirs.iter().any(|&(f, r)| {
-            let mut s = target.offset(f, r);
-            while let Some(at) = s {
-                if board[at.index()].is_some() {
-                    return holds(Some(at), kinds);
-                }
-                s = at.offset(f, r);
-            }
-            false
-        })
+            .filter(|&&(f, r)| holds(target.offset(f, r), &[kind]))
+            .count()
     };
-    slides(&ROOK_DIRS, &[Kind::Rook, Kind::Queen])
-        || slides(&BISHOP_DIRS, &[Kind::Bishop, Kind::Queen])
+    let slides = |dirs: &[(i32, i32)], kinds: &[Kind]| {
+        dirs.iter()
+            .filter(|&&(f, r)| {
+                let mut s = target.offset(f, r);
+                while let Some(at) = s {
+                    if board[at.index()].is_some() {
+                        return holds(Some(at), kinds);
+                    }
+                    s = at.offset(f, r);
+                }
+                false
+            })
+            .count()
+    };
+    steps(&[(-1, back), (1, back)], Kind::Pawn)
+        + steps(&knight_steps(), Kind::Knight)
+        + steps(&king_steps(), Kind::King)
+        + slides(&ROOK_DIRS, &[Kind::Rook, Kind::Queen])
+        + slides(&BISHOP_DIRS, &[Kind::Bishop, Kind::Queen])
 }
 
 /// Castling per RULES.md §4: right index, king target, rook from/to, squares
@@ -607,6 +610,14 @@ fn check_position(pos: &Position, model: &Model, rng: &mut SmallRng, seen: &mut 
     assert_eq!(pos.count_legal_moves(), legal.len(), "{pos:?}");
     assert_eq!(pos.has_legal_moves(), !legal.is_empty(), "{pos:?}");
     assert_eq!(pos.key(), pos.key_from_scratch(), "{pos:?}");
+    for by in [Color::White, Color::Black] {
+        let cover = pos.coverage(by);
+        for sq in Square::all() {
+            let n = attackers(&model.board, sq, by);
+            assert_eq!(cover.once.has(sq), n >= 1, "{by:?} on {sq} in {pos:?}");
+            assert_eq!(cover.twice.has(sq), n >= 2, "{by:?} on {sq} in {pos:?}");
+        }
+    }
 
     let us = pos.side_to_move();
     for &mv in &legal {

@@ -13,6 +13,8 @@
 //!   passant targets, repetitions, fifty-move counter, then the rule 5/6 state
 //!   of the side to move and of the opponent ([`rule`] offsets within each
 //!   block). Under `Rules::Base` the rule 5/6 planes are zero.
+//! - With [`EncoderConfig::attacks`], last, the [`attack`] planes: the squares
+//!   each side attacks once and twice or more, in the current position.
 //!
 //! [`plane_names`] lists them all for debugging.
 
@@ -63,6 +65,19 @@ pub mod rule {
     pub const COUNT: usize = 15;
 }
 
+/// Offsets of the attack planes from `12 * history + feature::COUNT` (only
+/// with [`EncoderConfig::attacks`]). The rules' own attack sets, handed to the
+/// net as KataGo hands its nets liberties: a 10x10 board takes a small tower
+/// many layers to trace a slider's ray, and which pieces hang is what young
+/// self-play nets miss. An input, never a target.
+pub mod attack {
+    /// Squares the side to move attacks at least once, then at least twice.
+    pub const OWN: usize = 0;
+    /// Squares the opponent attacks at least once, then at least twice.
+    pub const OPPONENT: usize = 2;
+    pub const COUNT: usize = 4;
+}
+
 /// Whose pieces or state a plane shows, relative to the side to move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -75,11 +90,17 @@ pub enum Side {
 pub struct EncoderConfig {
     /// Positions encoded, the current one included.
     pub history: usize,
+    /// The [`attack`] planes. Absent from networks saved before it: off.
+    #[serde(default)]
+    pub attacks: bool,
 }
 
 impl Default for EncoderConfig {
     fn default() -> EncoderConfig {
-        EncoderConfig { history: 4 }
+        EncoderConfig {
+            history: 4,
+            attacks: false,
+        }
     }
 }
 
@@ -91,7 +112,8 @@ impl EncoderConfig {
     }
 
     pub fn planes(&self) -> usize {
-        self.history * PIECE_PLANES + feature::COUNT
+        let attacks = if self.attacks { attack::COUNT } else { 0 };
+        self.history * PIECE_PLANES + feature::COUNT + attacks
     }
 
     pub fn input_len(&self) -> usize {
@@ -114,6 +136,12 @@ impl EncoderConfig {
     /// The plane at a [`feature`] offset.
     pub fn feature_plane(&self, offset: usize) -> usize {
         self.history * PIECE_PLANES + offset
+    }
+
+    /// The plane at an [`attack`] offset (with [`EncoderConfig::attacks`]).
+    pub fn attack_plane(&self, offset: usize) -> usize {
+        debug_assert!(self.attacks);
+        self.feature_plane(feature::COUNT + offset)
     }
 
     /// The plane at a [`rule`] offset in `side`'s rule 5/6 block.
@@ -170,6 +198,13 @@ pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]
     if pos.rules() == Rules::Full {
         for (side, color) in [(Side::Own, us), (Side::Opponent, !us)] {
             encode_rule_state(config, pos, side, color, out);
+        }
+    }
+    if config.attacks {
+        for (offset, color) in [(attack::OWN, us), (attack::OPPONENT, !us)] {
+            let cover = pos.coverage(color);
+            set_squares(out, config.attack_plane(offset), us, cover.once);
+            set_squares(out, config.attack_plane(offset + 1), us, cover.twice);
         }
     }
 }
@@ -267,6 +302,12 @@ pub fn plane_names(config: &EncoderConfig) -> Vec<String> {
         names.push(format!("{side} period left"));
         names.push(format!("{side} king moved"));
         names.push(format!("{side} must move king"));
+    }
+    if config.attacks {
+        for side in SIDES {
+            names.push(format!("{side} attacks"));
+            names.push(format!("{side} attacks twice"));
+        }
     }
     debug_assert_eq!(names.len(), config.planes());
     names

@@ -603,7 +603,10 @@ mod tests {
                 reply_head: true,
                 ..NetConfig::new(1, 8)
             },
-            encoder: EncoderConfig { history: 1 },
+            encoder: EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
         };
         let net = Net::new(arch, Device::Cpu);
         // Policy index 0 is a move from a1 of the side to move's frame, at
@@ -619,7 +622,10 @@ mod tests {
     fn differences_name_their_keys() {
         let arch = Architecture {
             net: NetConfig::new(2, 16),
-            encoder: EncoderConfig { history: 2 },
+            encoder: EncoderConfig {
+                history: 2,
+                attacks: false,
+            },
         };
         assert!(arch.differences(&arch).is_empty());
         let other = Architecture {
@@ -627,7 +633,10 @@ mod tests {
                 reply_head: true,
                 ..NetConfig::new(3, 16)
             },
-            encoder: EncoderConfig { history: 4 },
+            encoder: EncoderConfig {
+                history: 4,
+                attacks: false,
+            },
         };
         let found = arch.differences(&other);
         let expected = [
@@ -661,7 +670,10 @@ mod tests {
                     reply_head,
                     ..NetConfig::new(blocks, channels)
                 },
-                encoder: EncoderConfig { history: 2 },
+                encoder: EncoderConfig {
+                    history: 2,
+                    attacks: false,
+                },
             };
             let net = Net::new(arch, Device::Cpu);
             assert_eq!(
@@ -675,7 +687,10 @@ mod tests {
         // 32*100*128 and 128*3; every convolution covers the 100 squares.
         let arch = Architecture {
             net: NetConfig::new(1, 8),
-            encoder: EncoderConfig { history: 1 },
+            encoder: EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
         };
         assert_eq!(arch.encoder.planes(), 51);
         let convs = 100 * (51 * 8 * 9 + 2 * 8 * 8 * 9 + 8 * 8 * 9 + 8 * 89 + 8 * 32);

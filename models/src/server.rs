@@ -707,7 +707,10 @@ mod tests {
         tch::manual_seed(3);
         let arch = Architecture {
             net: NetConfig::new(4, 32),
-            encoder: EncoderConfig { history: 2 },
+            encoder: EncoderConfig {
+                history: 2,
+                attacks: false,
+            },
         };
         let net = Net::new(arch, Device::Cpu);
         let bytes = crate::weights::to_bytes(&net);

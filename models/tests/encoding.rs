@@ -2,8 +2,8 @@ use std::collections::HashSet;
 
 use engine::{control_period, Color, EvalRequest, Kind, Move, Piece, Position, Rules, Square};
 use models::encoding::{
-    encode, feature, mirror_files, plane_names, rule, EncoderConfig, Side, ENCODING_VERSION,
-    PIECE_PLANES,
+    attack, encode, feature, mirror_files, plane_names, rule, EncoderConfig, Side,
+    ENCODING_VERSION, PIECE_PLANES,
 };
 use models::policy::{mirror_index, move_index};
 use rand::rngs::SmallRng;
@@ -18,8 +18,13 @@ const PAWN_TO_QUEEN: [Kind; 5] = [
     Kind::Queen,
 ];
 
+/// Every plane, the attack planes included, so that the flips and mirrors
+/// below check them too.
 fn config() -> EncoderConfig {
-    EncoderConfig::default()
+    EncoderConfig {
+        attacks: true,
+        ..EncoderConfig::default()
+    }
 }
 
 fn encode_with(config: &EncoderConfig, history: &[Position], repetitions: u8) -> Vec<f32> {
@@ -164,6 +169,20 @@ fn reference(config: &EncoderConfig, history: &[Position], repetitions: u8) -> V
         planes.push(flag(full_rules && pos.king_moved_in_period(color)));
         planes.push(flag(pos.must_move_king(color)));
     }
+    if config.attacks {
+        for color in [us, !us] {
+            for least in [1, 2] {
+                let mut p = [0.0; 100];
+                for (i, v) in p.iter_mut().enumerate() {
+                    let attackers = pos.attackers(board_square(i), color, pos.occupied());
+                    if attackers.count() >= least {
+                        *v = 1.0;
+                    }
+                }
+                planes.push(p);
+            }
+        }
+    }
     planes.concat()
 }
 
@@ -257,8 +276,8 @@ fn mirror(pos: &Position, fullmove: Option<u16>) -> Position {
 fn layout() {
     let config = config();
     assert_eq!(config.history, 4);
-    assert_eq!(config.planes(), 4 * PIECE_PLANES + 39);
-    assert_eq!(config.input_len(), 8700);
+    assert_eq!(config.planes(), 4 * PIECE_PLANES + 39 + 4);
+    assert_eq!(config.input_len(), 9100);
     assert_eq!(ENCODING_VERSION, 1);
     let names = plane_names(&config);
     assert_eq!(names.len(), config.planes());
@@ -283,7 +302,17 @@ fn layout() {
         names[config.rule_plane(Side::Opponent, rule::MUST_MOVE_KING)],
         "opp must move king"
     );
-    assert_eq!(names.last().unwrap(), "opp must move king");
+    assert_eq!(
+        names[config.attack_plane(attack::OWN + 1)],
+        "own attacks twice"
+    );
+    assert_eq!(names.last().unwrap(), "opp attacks twice");
+    let without = EncoderConfig {
+        attacks: false,
+        ..config
+    };
+    assert_eq!(without.planes(), config.planes() - attack::COUNT);
+    assert_eq!(plane_names(&without).last().unwrap(), "opp must move king");
     let json = serde_json::to_string(&config).unwrap();
     assert_eq!(
         serde_json::from_str::<EncoderConfig>(&json).unwrap(),
@@ -294,8 +323,12 @@ fn layout() {
 #[test]
 fn matches_the_reference_on_random_games() {
     let mut rng = SmallRng::seed_from_u64(5);
-    for (history, rules) in [(4, Rules::Full), (2, Rules::Full), (3, Rules::Base)] {
-        let config = EncoderConfig { history };
+    for (history, rules, attacks) in [
+        (4, Rules::Full, false),
+        (2, Rules::Full, true),
+        (3, Rules::Base, true),
+    ] {
+        let config = EncoderConfig { history, attacks };
         for game in random_games(history as u64, 12, 120) {
             let game: Vec<Position> = game.iter().map(|p| p.with_rules(rules)).collect();
             for end in 1..=game.len() {
@@ -360,6 +393,24 @@ fn history_planes_hold_previous_positions() {
     assert!(
         marked(&out, config.piece_plane(1, Side::Opponent, Kind::Pawn)).contains(&"e9".to_string())
     );
+}
+
+#[test]
+fn attack_planes_mark_what_each_side_attacks() {
+    // The knight on d7 attacks the queen on e5; king and queen both cover
+    // e1 and e2, king and knight e9.
+    let pos = Position::from_fen("5k4/10/10/3n6/10/4Q5/10/10/10/5K4 w - - 0 1").unwrap();
+    let out = encode_one(&pos);
+    let plane = |offset| config().attack_plane(offset);
+    let own = marked(&out, plane(attack::OWN));
+    for sq in ["e5", "g1", "i1", "a1", "e10", "k5"] {
+        assert_eq!(own.contains(&sq.to_string()), sq != "e5", "{sq}");
+    }
+    assert_eq!(marked(&out, plane(attack::OWN + 1)), ["e1", "e2"]);
+    let theirs = marked(&out, plane(attack::OPPONENT));
+    assert!(theirs.contains(&"e5".to_string()), "{theirs:?}");
+    assert_eq!(theirs.len(), 5 + 8 - 1);
+    assert_eq!(marked(&out, plane(attack::OPPONENT + 1)), ["e9"]);
 }
 
 #[test]
@@ -545,12 +596,14 @@ fn rule_5_planes_outside_periods() {
 fn base_rules_leave_the_rule_planes_empty() {
     let fen = "rnnbqkbnnr/pppppppppp/10/10/10/10/10/10/PPPPPPPPPP/RNNBQKBNNR w KQkq - 0 10 - N2p1";
     let config = config();
-    let first = config.feature_plane(feature::RULES);
+    let rules = config.feature_plane(feature::RULES) * 100..config.attack_plane(0) * 100;
     let full = encode_one(&Position::from_fen(fen).unwrap());
-    assert!(full[first * 100..].iter().any(|&v| v != 0.0));
+    assert!(full[rules.clone()].iter().any(|&v| v != 0.0));
     let base = encode_one(&Position::from_fen_with_rules(fen, Rules::Base).unwrap());
-    assert!(base[first * 100..].iter().all(|&v| v == 0.0));
-    assert_eq!(base[..first * 100], full[..first * 100]);
+    assert!(base[rules.clone()].iter().all(|&v| v == 0.0));
+    // The pieces, the other features and the attack planes are the same.
+    assert_eq!(base[..rules.start], full[..rules.start]);
+    assert_eq!(base[rules.end..], full[rules.end..]);
 }
 
 /// Planes that depend on the move number, which is not colour-symmetric

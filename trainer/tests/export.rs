@@ -24,7 +24,10 @@ fn exported_weights_and_torchscript_match_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let arch = Architecture {
         net: NetConfig::new(1, 8),
-        encoder: EncoderConfig { history: 2 },
+        encoder: EncoderConfig {
+            history: 2,
+            attacks: true,
+        },
     };
     let net = Net::new(arch, Device::Cpu);
     let checkpoint = dir.path().join("000003.weights.safetensors");

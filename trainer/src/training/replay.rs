@@ -839,7 +839,10 @@ mod tests {
                 Outcome::win(Color::Black, Reason::KingQuota),
             )));
         }
-        let encoder = EncoderConfig { history: 2 };
+        let encoder = EncoderConfig {
+            history: 2,
+            attacks: false,
+        };
         let samples = buffer.sample(&mut rng, 16, encoder.history, 4);
         let without_reply = build_batch(&samples, &encoder, &RESULT_ONLY);
         assert!(without_reply.reply.is_empty() && without_reply.reply_mask.is_empty());
@@ -1008,7 +1011,10 @@ mod tests {
         game.moves[3].search_value = -0.9;
         game.moves[2].visits.clear();
         game.moves[3].visits.clear();
-        let encoder = EncoderConfig { history: 1 };
+        let encoder = EncoderConfig {
+            history: 1,
+            attacks: false,
+        };
         let samples: Vec<TrainingSample> = (0..2)
             .map(|ply| training_sample(&game, ply, 1, 1))
             .collect();
@@ -1080,7 +1086,10 @@ mod tests {
             pos = pos.after(record.mv);
             twin_pos = twin_pos.after(twin_record.mv);
         }
-        let encoder = EncoderConfig { history: 2 };
+        let encoder = EncoderConfig {
+            history: 2,
+            attacks: false,
+        };
         let targets = Targets {
             reply: true,
             ..RESULT_ONLY
@@ -1194,7 +1203,14 @@ mod tests {
             reply: true,
             ..RESULT_ONLY
         };
-        let batch = build_batch(&samples, &EncoderConfig { history: 1 }, &targets);
+        let batch = build_batch(
+            &samples,
+            &EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
+            &targets,
+        );
         assert_eq!(batch.value_mask, [0.0; 4]);
         assert_eq!(batch.result_mask, [0.0; 4]);
         let expected = [0.04, 0.03, 0.02, 0.01];

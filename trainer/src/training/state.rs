@@ -726,7 +726,10 @@ mod tests {
                 reply_head: true,
                 ..NetConfig::new(1, 16)
             },
-            encoder: EncoderConfig { history: 1 },
+            encoder: EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
         };
         tch::manual_seed(10);
         let batch = batch(arch, 16);
@@ -777,7 +780,10 @@ mod tests {
                 reply_head: true,
                 ..NetConfig::new(2, 16)
             },
-            encoder: EncoderConfig { history: 1 },
+            encoder: EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
         };
         tch::manual_seed(9);
         let batch = batch(arch, 32);
@@ -820,7 +826,10 @@ mod tests {
     fn a_non_finite_batch_is_skipped_and_changes_nothing() {
         let arch = Architecture {
             net: NetConfig::new(1, 8),
-            encoder: EncoderConfig { history: 1 },
+            encoder: EncoderConfig {
+                history: 1,
+                attacks: false,
+            },
         };
         tch::manual_seed(11);
         let good = batch(arch, 8);
