@@ -4,7 +4,8 @@
 use std::fmt;
 
 use crate::attacks::{
-    between, bishop_attacks, king_attacks, knight_attacks, pawn_attacks, rook_attacks,
+    between, bishop_attacks, king_attacks, knight_attacks, pawn_attacks, queen_attacks,
+    rook_attacks,
 };
 use crate::bitboard::Bitboard;
 use crate::castles::{Castles, CastlingSide};
@@ -296,7 +297,7 @@ impl Position {
                     Kind::Knight => knight_attacks(sq),
                     Kind::Bishop => bishop_attacks(sq, occ),
                     Kind::Rook => rook_attacks(sq, occ),
-                    Kind::Queen => rook_attacks(sq, occ) | bishop_attacks(sq, occ),
+                    Kind::Queen => queen_attacks(sq, occ),
                     Kind::King => king_attacks(sq),
                 };
                 cover.twice |= cover.once & attacks;
