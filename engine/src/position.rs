@@ -14,13 +14,25 @@ use crate::rules::{control_period, Rules, Run};
 use crate::types::{Color, Kind, Piece, Square, NUM_SQUARES};
 use crate::zobrist;
 
-/// Squares one side attacks at least once, and at least twice
-/// ([`Position::coverage`]).
+/// Squares one side attacks at least once, at least twice, and with each
+/// kind of piece ([`Position::coverage`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Coverage {
     pub once: Bitboard,
     pub twice: Bitboard,
+    /// The squares its pieces of each kind attack, by [`Kind::index`].
+    pub by_kind: [Bitboard; 6],
 }
+
+/// The kinds in tiers of value, cheapest first: a capture by a lower tier
+/// wins material ([`Position::hanging`]). A knight and a bishop are one
+/// tier, as exchanges count them.
+const VALUE_TIERS: [&[Kind]; 4] = [
+    &[Kind::Pawn],
+    &[Kind::Knight, Kind::Bishop],
+    &[Kind::Rook],
+    &[Kind::Queen],
+];
 
 /// A move in coordinate form. Castling is the king's move (`f1i1`); en
 /// passant, double and triple steps are told apart by the position.
@@ -286,7 +298,8 @@ impl Position {
     }
 
     /// The squares `by`'s pieces attack (pins and whose turn it is aside):
-    /// those at least one piece attacks, and those at least two do.
+    /// those at least one piece attacks, those at least two do, and those
+    /// each kind does.
     pub fn coverage(&self, by: Color) -> Coverage {
         let occ = self.occupied();
         let mut cover = Coverage::default();
@@ -302,9 +315,32 @@ impl Position {
                 };
                 cover.twice |= cover.once & attacks;
                 cover.once |= attacks;
+                cover.by_kind[kind.index()] |= attacks;
             }
         }
         cover
+    }
+
+    /// `color`'s pieces, its king aside, that hang: those the opponent
+    /// attacks and `color` does not defend, and those the opponent attacks
+    /// with a piece of a lower tier (pawn; knight and bishop; rook; queen).
+    /// A first capture's count, as a cue: whose turn it is, pins, x-rays and
+    /// the exchanges after it are not weighed.
+    pub fn hanging(&self, color: Color) -> Bitboard {
+        let theirs = self.coverage(!color);
+        let kings = self.by_kind[Kind::King.index()];
+        let mut hanging =
+            self.by_color[color.index()] & !kings & theirs.once & !self.coverage(color).once;
+        let mut cheaper = Bitboard::EMPTY;
+        for tier in VALUE_TIERS {
+            for &kind in tier {
+                hanging |= self.pieces(color, kind) & cheaper;
+            }
+            for &kind in tier {
+                cheaper |= theirs.by_kind[kind.index()];
+            }
+        }
+        hanging
     }
 
     #[inline]

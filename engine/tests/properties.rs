@@ -61,41 +61,60 @@ fn control_period(color: Color, n: u32) -> Option<(u32, u32)> {
 }
 
 fn attacked(board: &Board, target: Square, by: Color) -> bool {
-    attackers(board, target, by) > 0
+    !attackers(board, target, by).is_empty()
 }
 
-/// How many of `by`'s pieces attack `target`.
-fn attackers(board: &Board, target: Square, by: Color) -> usize {
-    let holds = |s: Option<Square>, kinds: &[Kind]| {
-        s.and_then(|s| board[s.index()])
-            .is_some_and(|p| p.color == by && kinds.contains(&p.kind))
-    };
+/// The kinds of `by`'s pieces that attack `target`, one entry per piece.
+fn attackers(board: &Board, target: Square, by: Color) -> Vec<Kind> {
+    let at = |s: Option<Square>| s.and_then(|s| board[s.index()]).filter(|p| p.color == by);
     let back = -forward(by);
-    let steps = |steps: &[(i32, i32)], kind: Kind| {
-        steps
-            .iter()
-            .filter(|&&(f, r)| holds(target.offset(f, r), &[kind]))
-            .count()
-    };
-    let slides = |dirs: &[(i32, i32)], kinds: &[Kind]| {
-        dirs.iter()
-            .filter(|&&(f, r)| {
-                let mut s = target.offset(f, r);
-                while let Some(at) = s {
-                    if board[at.index()].is_some() {
-                        return holds(Some(at), kinds);
+    let mut kinds = Vec::new();
+    for (steps, kind) in [
+        (vec![(-1, back), (1, back)], Kind::Pawn),
+        (knight_steps(), Kind::Knight),
+        (king_steps(), Kind::King),
+    ] {
+        for (f, r) in steps {
+            if at(target.offset(f, r)).is_some_and(|p| p.kind == kind) {
+                kinds.push(kind);
+            }
+        }
+    }
+    for (dirs, slider) in [(ROOK_DIRS, Kind::Rook), (BISHOP_DIRS, Kind::Bishop)] {
+        for (f, r) in dirs {
+            let mut s = target.offset(f, r);
+            while let Some(on) = s {
+                if board[on.index()].is_some() {
+                    if let Some(p) = at(s).filter(|p| [slider, Kind::Queen].contains(&p.kind)) {
+                        kinds.push(p.kind);
                     }
-                    s = at.offset(f, r);
+                    break;
                 }
-                false
-            })
-            .count()
+                s = on.offset(f, r);
+            }
+        }
+    }
+    kinds
+}
+
+/// Whether `by`'s piece on `sq` hangs: the opponent attacks it and `by`
+/// does not defend it, or the opponent attacks it with a cheaper piece
+/// (pawn 1, knight and bishop 3, rook 5, queen 9). Kings never hang.
+fn hangs(board: &Board, sq: Square, by: Color) -> bool {
+    let tier = |kind: Kind| match kind {
+        Kind::Pawn => 1,
+        Kind::Knight | Kind::Bishop => 3,
+        Kind::Rook => 5,
+        Kind::Queen => 9,
+        Kind::King => 100,
     };
-    steps(&[(-1, back), (1, back)], Kind::Pawn)
-        + steps(&knight_steps(), Kind::Knight)
-        + steps(&king_steps(), Kind::King)
-        + slides(&ROOK_DIRS, &[Kind::Rook, Kind::Queen])
-        + slides(&BISHOP_DIRS, &[Kind::Bishop, Kind::Queen])
+    let Some(piece) = board[sq.index()].filter(|p| p.color == by && p.kind != Kind::King) else {
+        return false;
+    };
+    let threats = attackers(board, sq, !by);
+    !threats.is_empty()
+        && (attackers(board, sq, by).is_empty()
+            || threats.iter().any(|&k| tier(k) < tier(piece.kind)))
 }
 
 /// Castling per RULES.md §4: right index, king target, rook from/to, squares
@@ -613,9 +632,16 @@ fn check_position(pos: &Position, model: &Model, rng: &mut SmallRng, seen: &mut 
     for by in [Color::White, Color::Black] {
         let cover = pos.coverage(by);
         for sq in Square::all() {
-            let n = attackers(&model.board, sq, by);
-            assert_eq!(cover.once.has(sq), n >= 1, "{by:?} on {sq} in {pos:?}");
-            assert_eq!(cover.twice.has(sq), n >= 2, "{by:?} on {sq} in {pos:?}");
+            let kinds = attackers(&model.board, sq, by);
+            let at = format!("{by:?} on {sq} in {pos:?}");
+            assert_eq!(cover.once.has(sq), !kinds.is_empty(), "{at}");
+            assert_eq!(cover.twice.has(sq), kinds.len() >= 2, "{at}");
+            for kind in Kind::ALL {
+                let by_kind = cover.by_kind[kind.index()].has(sq);
+                assert_eq!(by_kind, kinds.contains(&kind), "{kind:?}: {at}");
+            }
+            let hanging = pos.hanging(by).has(sq);
+            assert_eq!(hanging, hangs(&model.board, sq, by), "hanging: {at}");
         }
     }
 

@@ -13,8 +13,10 @@
 //!   passant targets, repetitions, fifty-move counter, then the rule 5/6 state
 //!   of the side to move and of the opponent ([`rule`] offsets within each
 //!   block). Under `Rules::Base` the rule 5/6 planes are zero.
-//! - With [`EncoderConfig::attacks`], last, the [`attack`] planes: the squares
+//! - With [`EncoderConfig::attacks`], the [`attack`] planes: the squares
 //!   each side attacks once and twice or more, in the current position.
+//! - With [`EncoderConfig::hanging`], last, the [`hanging`] planes: each
+//!   side's pieces that hang ([`Position::hanging`]).
 //!
 //! [`plane_names`] lists them all for debugging.
 
@@ -78,6 +80,18 @@ pub mod attack {
     pub const COUNT: usize = 4;
 }
 
+/// Offsets of the hanging-piece planes after the attack planes (only with
+/// [`EncoderConfig::hanging`]): the pieces a first capture wins, which the
+/// attack planes show only to a net that also weighs the pieces. What the
+/// README found young nets losing games to. An input, never a target.
+pub mod hanging {
+    /// The side to move's pieces that hang.
+    pub const OWN: usize = 0;
+    /// The opponent's pieces that hang.
+    pub const OPPONENT: usize = 1;
+    pub const COUNT: usize = 2;
+}
+
 /// Whose pieces or state a plane shows, relative to the side to move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -93,6 +107,9 @@ pub struct EncoderConfig {
     /// The [`attack`] planes. Absent from networks saved before it: off.
     #[serde(default)]
     pub attacks: bool,
+    /// The [`hanging`] planes. Absent from networks saved before it: off.
+    #[serde(default)]
+    pub hanging: bool,
 }
 
 impl Default for EncoderConfig {
@@ -100,6 +117,7 @@ impl Default for EncoderConfig {
         EncoderConfig {
             history: 4,
             attacks: false,
+            hanging: false,
         }
     }
 }
@@ -112,8 +130,7 @@ impl EncoderConfig {
     }
 
     pub fn planes(&self) -> usize {
-        let attacks = if self.attacks { attack::COUNT } else { 0 };
-        self.history * PIECE_PLANES + feature::COUNT + attacks
+        self.feature_plane(feature::COUNT) + self.attack_planes() + self.hanging_planes()
     }
 
     pub fn input_len(&self) -> usize {
@@ -142,6 +159,28 @@ impl EncoderConfig {
     pub fn attack_plane(&self, offset: usize) -> usize {
         debug_assert!(self.attacks);
         self.feature_plane(feature::COUNT + offset)
+    }
+
+    /// The plane at a [`hanging`] offset (with [`EncoderConfig::hanging`]).
+    pub fn hanging_plane(&self, offset: usize) -> usize {
+        debug_assert!(self.hanging);
+        self.feature_plane(feature::COUNT) + self.attack_planes() + offset
+    }
+
+    fn attack_planes(&self) -> usize {
+        if self.attacks {
+            attack::COUNT
+        } else {
+            0
+        }
+    }
+
+    fn hanging_planes(&self) -> usize {
+        if self.hanging {
+            hanging::COUNT
+        } else {
+            0
+        }
     }
 
     /// The plane at a [`rule`] offset in `side`'s rule 5/6 block.
@@ -205,6 +244,11 @@ pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]
             let cover = pos.coverage(color);
             set_squares(out, config.attack_plane(offset), us, cover.once);
             set_squares(out, config.attack_plane(offset + 1), us, cover.twice);
+        }
+    }
+    if config.hanging {
+        for (offset, color) in [(hanging::OWN, us), (hanging::OPPONENT, !us)] {
+            set_squares(out, config.hanging_plane(offset), us, pos.hanging(color));
         }
     }
 }
@@ -307,6 +351,11 @@ pub fn plane_names(config: &EncoderConfig) -> Vec<String> {
         for side in SIDES {
             names.push(format!("{side} attacks"));
             names.push(format!("{side} attacks twice"));
+        }
+    }
+    if config.hanging {
+        for side in SIDES {
+            names.push(format!("{side} pieces hanging"));
         }
     }
     debug_assert_eq!(names.len(), config.planes());

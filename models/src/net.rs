@@ -605,7 +605,7 @@ mod tests {
             },
             encoder: EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         let net = Net::new(arch, Device::Cpu);
@@ -624,7 +624,7 @@ mod tests {
             net: NetConfig::new(2, 16),
             encoder: EncoderConfig {
                 history: 2,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         assert!(arch.differences(&arch).is_empty());
@@ -635,7 +635,7 @@ mod tests {
             },
             encoder: EncoderConfig {
                 history: 4,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         let found = arch.differences(&other);
@@ -672,7 +672,7 @@ mod tests {
                 },
                 encoder: EncoderConfig {
                     history: 2,
-                    attacks: false,
+                    ..EncoderConfig::default()
                 },
             };
             let net = Net::new(arch, Device::Cpu);
@@ -689,7 +689,7 @@ mod tests {
             net: NetConfig::new(1, 8),
             encoder: EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         assert_eq!(arch.encoder.planes(), 51);

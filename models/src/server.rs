@@ -709,7 +709,7 @@ mod tests {
             net: NetConfig::new(4, 32),
             encoder: EncoderConfig {
                 history: 2,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         let net = Net::new(arch, Device::Cpu);

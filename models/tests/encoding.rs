@@ -2,7 +2,7 @@ use std::collections::HashSet;
 
 use engine::{control_period, Color, EvalRequest, Kind, Move, Piece, Position, Rules, Square};
 use models::encoding::{
-    attack, encode, feature, mirror_files, plane_names, rule, EncoderConfig, Side,
+    attack, encode, feature, hanging, mirror_files, plane_names, rule, EncoderConfig, Side,
     ENCODING_VERSION, PIECE_PLANES,
 };
 use models::policy::{mirror_index, move_index};
@@ -18,11 +18,12 @@ const PAWN_TO_QUEEN: [Kind; 5] = [
     Kind::Queen,
 ];
 
-/// Every plane, the attack planes included, so that the flips and mirrors
-/// below check them too.
+/// Every plane, the attack and hanging planes included, so that the flips
+/// and mirrors below check them too.
 fn config() -> EncoderConfig {
     EncoderConfig {
         attacks: true,
+        hanging: true,
         ..EncoderConfig::default()
     }
 }
@@ -183,6 +184,18 @@ fn reference(config: &EncoderConfig, history: &[Position], repetitions: u8) -> V
             }
         }
     }
+    if config.hanging {
+        for color in [us, !us] {
+            let hanging = pos.hanging(color);
+            planes.push(std::array::from_fn(|i| {
+                if hanging.has(board_square(i)) {
+                    1.0
+                } else {
+                    0.0
+                }
+            }));
+        }
+    }
     planes.concat()
 }
 
@@ -276,8 +289,8 @@ fn mirror(pos: &Position, fullmove: Option<u16>) -> Position {
 fn layout() {
     let config = config();
     assert_eq!(config.history, 4);
-    assert_eq!(config.planes(), 4 * PIECE_PLANES + 39 + 4);
-    assert_eq!(config.input_len(), 9100);
+    assert_eq!(config.planes(), 4 * PIECE_PLANES + 39 + 4 + 2);
+    assert_eq!(config.input_len(), 9300);
     assert_eq!(ENCODING_VERSION, 1);
     let names = plane_names(&config);
     assert_eq!(names.len(), config.planes());
@@ -306,12 +319,33 @@ fn layout() {
         names[config.attack_plane(attack::OWN + 1)],
         "own attacks twice"
     );
-    assert_eq!(names.last().unwrap(), "opp attacks twice");
-    let without = EncoderConfig {
+    assert_eq!(
+        names[config.hanging_plane(hanging::OWN)],
+        "own pieces hanging"
+    );
+    assert_eq!(names.last().unwrap(), "opp pieces hanging");
+    let no_hanging = EncoderConfig {
+        hanging: false,
+        ..config
+    };
+    assert_eq!(no_hanging.planes(), config.planes() - hanging::COUNT);
+    assert_eq!(
+        plane_names(&no_hanging).last().unwrap(),
+        "opp attacks twice"
+    );
+    let hanging_only = EncoderConfig {
         attacks: false,
         ..config
     };
-    assert_eq!(without.planes(), config.planes() - attack::COUNT);
+    assert_eq!(hanging_only.hanging_plane(0), config.attack_plane(0));
+    let without = EncoderConfig {
+        hanging: false,
+        ..hanging_only
+    };
+    assert_eq!(
+        without.planes(),
+        config.planes() - attack::COUNT - hanging::COUNT
+    );
     assert_eq!(plane_names(&without).last().unwrap(), "opp must move king");
     let json = serde_json::to_string(&config).unwrap();
     assert_eq!(
@@ -323,12 +357,17 @@ fn layout() {
 #[test]
 fn matches_the_reference_on_random_games() {
     let mut rng = SmallRng::seed_from_u64(5);
-    for (history, rules, attacks) in [
-        (4, Rules::Full, false),
-        (2, Rules::Full, true),
-        (3, Rules::Base, true),
+    for (history, rules, attacks, hanging) in [
+        (4, Rules::Full, false, false),
+        (2, Rules::Full, true, true),
+        (3, Rules::Base, true, false),
+        (1, Rules::Full, false, true),
     ] {
-        let config = EncoderConfig { history, attacks };
+        let config = EncoderConfig {
+            history,
+            attacks,
+            hanging,
+        };
         for game in random_games(history as u64, 12, 120) {
             let game: Vec<Position> = game.iter().map(|p| p.with_rules(rules)).collect();
             for end in 1..=game.len() {
@@ -411,6 +450,25 @@ fn attack_planes_mark_what_each_side_attacks() {
     assert!(theirs.contains(&"e5".to_string()), "{theirs:?}");
     assert_eq!(theirs.len(), 5 + 8 - 1);
     assert_eq!(marked(&out, plane(attack::OPPONENT + 1)), ["e9"]);
+}
+
+#[test]
+fn hanging_planes_mark_the_pieces_a_first_capture_wins() {
+    // The rook on c4 hangs to the pawn on d5 though the pawn on b3 guards
+    // it; the bishop on e7 hangs to the rook on e1, unguarded. The knight
+    // on g5, guarded and attacked by a bishop, does not hang, nor do the
+    // unattacked pawns, nor the kings.
+    let fen = "5k4/10/10/4b5/10/3p2N3/2R4P2/1P8/10/4RK4 w - - 0 1";
+    let white = Position::from_fen(fen).unwrap();
+    let out = encode_one(&white);
+    let plane = |offset| config().hanging_plane(offset);
+    assert_eq!(marked(&out, plane(hanging::OWN)), ["c4"]);
+    assert_eq!(marked(&out, plane(hanging::OPPONENT)), ["e7"]);
+    // With Black to move the planes swap, in Black's frame (ranks flipped).
+    let black = Position::from_fen(&fen.replace(" w ", " b ")).unwrap();
+    let out = encode_one(&black);
+    assert_eq!(marked(&out, plane(hanging::OWN)), ["e4"]);
+    assert_eq!(marked(&out, plane(hanging::OPPONENT)), ["c7"]);
 }
 
 #[test]

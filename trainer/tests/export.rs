@@ -27,6 +27,7 @@ fn exported_weights_and_torchscript_match_the_checkpoint() {
         encoder: EncoderConfig {
             history: 2,
             attacks: true,
+            hanging: true,
         },
     };
     let net = Net::new(arch, Device::Cpu);

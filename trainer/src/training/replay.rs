@@ -841,7 +841,7 @@ mod tests {
         }
         let encoder = EncoderConfig {
             history: 2,
-            attacks: false,
+            ..EncoderConfig::default()
         };
         let samples = buffer.sample(&mut rng, 16, encoder.history, 4);
         let without_reply = build_batch(&samples, &encoder, &RESULT_ONLY);
@@ -1013,7 +1013,7 @@ mod tests {
         game.moves[3].visits.clear();
         let encoder = EncoderConfig {
             history: 1,
-            attacks: false,
+            ..EncoderConfig::default()
         };
         let samples: Vec<TrainingSample> = (0..2)
             .map(|ply| training_sample(&game, ply, 1, 1))
@@ -1088,7 +1088,7 @@ mod tests {
         }
         let encoder = EncoderConfig {
             history: 2,
-            attacks: false,
+            ..EncoderConfig::default()
         };
         let targets = Targets {
             reply: true,
@@ -1207,7 +1207,7 @@ mod tests {
             &samples,
             &EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
             &targets,
         );

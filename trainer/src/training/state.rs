@@ -728,7 +728,7 @@ mod tests {
             },
             encoder: EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         tch::manual_seed(10);
@@ -782,7 +782,7 @@ mod tests {
             },
             encoder: EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         tch::manual_seed(9);
@@ -828,7 +828,7 @@ mod tests {
             net: NetConfig::new(1, 8),
             encoder: EncoderConfig {
                 history: 1,
-                attacks: false,
+                ..EncoderConfig::default()
             },
         };
         tch::manual_seed(11);
