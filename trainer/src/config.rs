@@ -103,6 +103,7 @@ impl Config {
             ("net", "moves_left_head", toml::Value::Boolean(false)),
             ("training", "moves_left_weight", toml::Value::Float(0.0)),
             ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
+            ("encoder", "attacks", toml::Value::Boolean(false)),
         ] {
             if let Some(toml::Value::Table(table)) = saved.get_mut(section) {
                 table.entry(key).or_insert(then);
@@ -218,10 +219,14 @@ mod tests {
         let distilled = include_str!("../../configs/distilled.toml");
         let config = Config::parse(distilled, "configs/distilled.toml").unwrap();
         assert!(config.training.value_q_share > 0.0);
+        // Both recipes were measured without the attack planes the default has.
+        assert!(Config::default_config().encoder.attacks);
+        assert!(!config.encoder.attacks);
         let selfplay = include_str!("../../configs/distilled-selfplay.toml");
         let config = Config::parse(selfplay, "configs/distilled-selfplay.toml").unwrap();
         assert_eq!(config.search.capture_prior, 0.0);
         assert_eq!(config.replay.min_window, config.replay.max_window);
+        assert!(!config.encoder.attacks);
     }
 
     /// `section.key` of every value in a TOML text's tables.
@@ -295,11 +300,13 @@ mod tests {
             ("net", "moves_left_head"),
             ("training", "moves_left_weight"),
             ("selfplay", "sparse_start_share"),
+            ("encoder", "attacks"),
         ] {
             saved[section].as_table_mut().unwrap().remove(key);
         }
         let old = Config::parse_saved(&saved.to_string(), "old run").unwrap();
         assert!(!old.net.moves_left_head);
+        assert!(!old.encoder.attacks);
         assert_eq!(old.training.moves_left_weight, 0.0);
         assert_eq!(old.selfplay.sparse_start_share, 0.0);
         // A config saved now names the keys: they keep their values.
