@@ -21,7 +21,7 @@ pub struct Coverage {
     pub once: Bitboard,
     pub twice: Bitboard,
     /// The squares its pieces of each kind attack, by [`Kind::index`].
-    pub by_kind: [Bitboard; 6],
+    pub by_kind: [Bitboard; Kind::ALL.len()],
 }
 
 /// The kinds in tiers of value, cheapest first: a capture by a lower tier
@@ -325,12 +325,11 @@ impl Position {
     /// attacks and `color` does not defend, and those the opponent attacks
     /// with a piece of a lower tier (pawn; knight and bishop; rook; queen).
     /// A first capture's count, as a cue: whose turn it is, pins, x-rays and
-    /// the exchanges after it are not weighed.
-    pub fn hanging(&self, color: Color) -> Bitboard {
-        let theirs = self.coverage(!color);
+    /// the exchanges after it are not weighed. `own` and `theirs` are the
+    /// two sides' [`Position::coverage`], which callers often have already.
+    pub fn hanging(&self, color: Color, own: &Coverage, theirs: &Coverage) -> Bitboard {
         let kings = self.by_kind[Kind::King.index()];
-        let mut hanging =
-            self.by_color[color.index()] & !kings & theirs.once & !self.coverage(color).once;
+        let mut hanging = self.by_color[color.index()] & !kings & theirs.once & !own.once;
         let mut cheaper = Bitboard::EMPTY;
         for tier in VALUE_TIERS {
             for &kind in tier {

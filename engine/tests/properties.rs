@@ -631,6 +631,7 @@ fn check_position(pos: &Position, model: &Model, rng: &mut SmallRng, seen: &mut 
     assert_eq!(pos.key(), pos.key_from_scratch(), "{pos:?}");
     for by in [Color::White, Color::Black] {
         let cover = pos.coverage(by);
+        let hanging = pos.hanging(by, &cover, &pos.coverage(!by));
         for sq in Square::all() {
             let kinds = attackers(&model.board, sq, by);
             let at = format!("{by:?} on {sq} in {pos:?}");
@@ -640,8 +641,8 @@ fn check_position(pos: &Position, model: &Model, rng: &mut SmallRng, seen: &mut 
                 let by_kind = cover.by_kind[kind.index()].has(sq);
                 assert_eq!(by_kind, kinds.contains(&kind), "{kind:?}: {at}");
             }
-            let hanging = pos.hanging(by).has(sq);
-            assert_eq!(hanging, hangs(&model.board, sq, by), "hanging: {at}");
+            let hangs_here = hanging.has(sq);
+            assert_eq!(hangs_here, hangs(&model.board, sq, by), "hanging: {at}");
         }
     }
 

@@ -239,16 +239,23 @@ pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]
             encode_rule_state(config, pos, side, color, out);
         }
     }
-    if config.attacks {
-        for (offset, color) in [(attack::OWN, us), (attack::OPPONENT, !us)] {
-            let cover = pos.coverage(color);
-            set_squares(out, config.attack_plane(offset), us, cover.once);
-            set_squares(out, config.attack_plane(offset + 1), us, cover.twice);
+    if config.attacks || config.hanging {
+        // Both plane sets read the same two coverages: computed once.
+        let [own, theirs] = [us, !us].map(|color| pos.coverage(color));
+        if config.attacks {
+            for (offset, cover) in [(attack::OWN, &own), (attack::OPPONENT, &theirs)] {
+                set_squares(out, config.attack_plane(offset), us, cover.once);
+                set_squares(out, config.attack_plane(offset + 1), us, cover.twice);
+            }
         }
-    }
-    if config.hanging {
-        for (offset, color) in [(hanging::OWN, us), (hanging::OPPONENT, !us)] {
-            set_squares(out, config.hanging_plane(offset), us, pos.hanging(color));
+        if config.hanging {
+            let planes = [
+                (hanging::OWN, pos.hanging(us, &own, &theirs)),
+                (hanging::OPPONENT, pos.hanging(!us, &theirs, &own)),
+            ];
+            for (offset, pieces) in planes {
+                set_squares(out, config.hanging_plane(offset), us, pieces);
+            }
         }
     }
 }

@@ -186,7 +186,7 @@ fn reference(config: &EncoderConfig, history: &[Position], repetitions: u8) -> V
     }
     if config.hanging {
         for color in [us, !us] {
-            let hanging = pos.hanging(color);
+            let hanging = pos.hanging(color, &pos.coverage(color), &pos.coverage(!color));
             planes.push(std::array::from_fn(|i| {
                 if hanging.has(board_square(i)) {
                     1.0
