@@ -80,6 +80,9 @@ pub struct Evaluation {
     /// Prior probability of each requested move, summing to 1.
     pub policy: Vec<f32>,
     pub wdl: Wdl,
+    /// Plies until the game ends, as the evaluator expects them (lc0's
+    /// moves-left head); `None` from an evaluator without one.
+    pub moves_left: Option<f32>,
 }
 
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
@@ -114,6 +117,7 @@ impl Evaluator for UniformEvaluator {
             .map(|r| Evaluation {
                 policy: vec![1.0 / r.moves.len().max(1) as f32; r.moves.len()],
                 wdl: Wdl::DRAW,
+                moves_left: None,
             })
             .collect())
     }

@@ -107,6 +107,16 @@ pub struct SearchConfig {
     /// q rescaled to [0, 1] over the root's moves.
     pub gumbel_c_visit: f32,
     pub gumbel_c_scale: f32,
+    /// lc0's moves-left utility: at most this much (0 = off) is added to a
+    /// child's PUCT score, for ending the game sooner when its value says
+    /// the mover wins and later when it says the mover loses...
+    pub moves_left_effect: f32,
+    /// ...`moves_left_slope` per ply the child's expected game length
+    /// differs from its parent's, scaled by how sure the value is. Without
+    /// it a won position is as good as a shorter win, and a search that
+    /// sees every move winning does not hurry to mate. Needs an evaluator
+    /// with a moves-left estimate (`[net] moves_left_head`); others get none.
+    pub moves_left_slope: f32,
 }
 
 impl Default for SearchConfig {
@@ -128,6 +138,8 @@ impl Default for SearchConfig {
             gumbel_considered: 16,
             gumbel_c_visit: 50.0,
             gumbel_c_scale: 0.1,
+            moves_left_effect: 0.0,
+            moves_left_slope: 0.0027,
         }
     }
 }
@@ -152,6 +164,8 @@ impl SearchConfig {
         within("gumbel_considered", self.gumbel_considered, 1, 1024)?;
         non_negative("gumbel_c_visit", self.gumbel_c_visit)?;
         non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
+        within("moves_left_effect", self.moves_left_effect, 0.0, 1.0)?;
+        within("moves_left_slope", self.moves_left_slope, 0.0, 1.0)?;
         within(
             "policy_temperature",
             self.policy_temperature,
@@ -195,6 +209,8 @@ struct Node {
     /// Sum of values from the view of the side that made `mv`.
     value_sum: f64,
     draw_sum: f64,
+    /// Sum of the plies left until the game ends, from this node's position.
+    moves_left_sum: f64,
     first_child: NodeId,
     child_count: u32,
     state: NodeState,
@@ -211,6 +227,7 @@ impl Node {
             in_flight: 0,
             value_sum: 0.0,
             draw_sum: 0.0,
+            moves_left_sum: 0.0,
             first_child: 0,
             child_count: 0,
             state: NodeState::Unexpanded,
@@ -260,6 +277,9 @@ pub struct Search {
     planned: Option<(u32, u32)>,
     /// ...and the halving under way, set up at the first root choice.
     halving: Option<Halving>,
+    /// Whether the evaluator has given moves-left estimates: the
+    /// moves-left utility counts only then.
+    moves_left_known: bool,
 }
 
 /// A Gumbel root's sequential halving over one search.
@@ -305,6 +325,7 @@ impl Search {
             gumbel_noise: Vec::new(),
             planned: None,
             halving: None,
+            moves_left_known: false,
         }
     }
 
@@ -388,7 +409,7 @@ impl Search {
             attempts += 1;
             match self.select() {
                 Selection::Terminal(path, value) => {
-                    self.backup(&path, value, if value == 0.0 { 1.0 } else { 0.0 });
+                    self.backup(&path, value, if value == 0.0 { 1.0 } else { 0.0 }, 0.0);
                     if pending.is_empty() {
                         return Ok(());
                     }
@@ -402,7 +423,7 @@ impl Search {
                         .collect();
                     self.expand(node, &moves, &priors);
                     self.nodes[node as usize].net_value = 1.0;
-                    self.backup(&path, 1.0, 0.0);
+                    self.backup(&path, 1.0, 0.0, 1.0);
                     if pending.is_empty() {
                         return Ok(());
                     }
@@ -446,7 +467,9 @@ impl Search {
             self.shape_priors(node, pos);
             let wdl = evaluation.wdl;
             self.nodes[node as usize].net_value = wdl.value();
-            self.backup(&leaf.path, wdl.value(), wdl.draw);
+            self.moves_left_known |= evaluation.moves_left.is_some();
+            let moves_left = evaluation.moves_left.unwrap_or(0.0);
+            self.backup(&leaf.path, wdl.value(), wdl.draw, moves_left);
         }
         Ok(())
     }
@@ -593,6 +616,12 @@ impl Search {
             .sum();
         let fpu = parent_q - self.config.fpu_reduction * visited_prior.sqrt();
         let explore = self.c_puct(parent_n) * parent_n.max(1.0).sqrt();
+        let parent_moves_left =
+            match self.config.moves_left_effect > 0.0 && self.moves_left_known && parent.visits > 0
+            {
+                true => Some(parent.moves_left_sum / parent.visits as f64),
+                false => None,
+            };
         let mut best = (f32::NEG_INFINITY, parent.first_child);
         for (i, child) in self.nodes[parent.children()].iter().enumerate() {
             let n = child.visits as f32 + child.in_flight as f32 * vl;
@@ -601,7 +630,20 @@ impl Search {
             } else {
                 fpu
             };
-            let score = q + explore * child.prior / (1.0 + n);
+            // An unvisited child, as in lc0, gets no moves-left utility.
+            let utility = match parent_moves_left {
+                Some(parent_m) if child.visits > 0 => {
+                    let visits = child.visits as f64;
+                    moves_left_utility(
+                        (child.value_sum / visits) as f32,
+                        (child.moves_left_sum / visits - parent_m) as f32,
+                        self.config.moves_left_effect,
+                        self.config.moves_left_slope,
+                    )
+                }
+                _ => 0.0,
+            };
+            let score = q + explore * child.prior / (1.0 + n) + utility;
             if score > best.0 {
                 best = (score, parent.first_child + i as NodeId);
             }
@@ -761,16 +803,20 @@ impl Search {
         }
     }
 
-    /// Backs up `value` (for the side to move at the leaf) along `path`.
-    fn backup(&mut self, path: &[NodeId], value: f32, draw: f32) {
+    /// Backs up `value` (for the side to move at the leaf) and the plies
+    /// left from the leaf along `path`.
+    fn backup(&mut self, path: &[NodeId], value: f32, draw: f32, moves_left: f32) {
         let mut value = -value as f64;
+        let mut moves_left = moves_left as f64;
         for &id in path.iter().rev() {
             let node = &mut self.nodes[id as usize];
             node.in_flight -= 1;
             node.visits += 1;
             node.value_sum += value;
             node.draw_sum += draw as f64;
+            node.moves_left_sum += moves_left;
             value = -value;
+            moves_left += 1.0;
         }
     }
 
@@ -1044,6 +1090,18 @@ impl Search {
 /// integer weights like visit counts, fine enough that a move with a
 /// ten-thousandth of the weight keeps it.
 pub const GUMBEL_TARGET_SCALE: f32 = 10_000.0;
+
+/// lc0's moves-left utility of a child whose value for its mover is `q`
+/// and whose game is expected to last `plies_longer` plies longer than its
+/// parent's: the difference times `slope`, capped at `effect` either way,
+/// against the sign of `q` (a winner prefers short games, a loser long
+/// ones), and scaled by lc0's default `1.6521 |q| - 0.6521 q^2`, which is 0
+/// for a level game and 1 for a sure result.
+fn moves_left_utility(q: f32, plies_longer: f32, effect: f32, slope: f32) -> f32 {
+    let m = (slope * plies_longer).clamp(-effect, effect);
+    let sureness = 1.6521 * q.abs() - 0.6521 * q * q;
+    -q.signum() * m * sureness
+}
 
 /// KataGo's forced playouts of a root move with prior `prior` after `total`
 /// root visits: sqrt(k prior total), k = 2.

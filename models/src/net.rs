@@ -37,7 +37,8 @@ pub struct NetConfig {
     #[serde(default)]
     pub material_head: bool,
     /// An auxiliary head predicting the plies left until the game ends, in
-    /// units of [`MOVES_LEFT_UNIT`] (lc0's moves-left head; training only).
+    /// units of [`MOVES_LEFT_UNIT`] (lc0's moves-left head: the search's
+    /// moves-left utility reads it).
     #[serde(default)]
     pub moves_left_head: bool,
     /// An auxiliary second policy head predicting the opponent's reply
@@ -461,6 +462,20 @@ impl Net {
         (
             trunk.apply_t(&self.policy, train),
             trunk.apply_t(&self.value, train),
+        )
+    }
+
+    /// What a search asks for: [`Net::forward_t`]'s policy and value
+    /// logits, and the moves-left head's prediction `[N]` (in units of
+    /// [`MOVES_LEFT_UNIT`] plies) where the net has one.
+    pub fn forward_search(&self, xs: &Tensor) -> (Tensor, Tensor, Option<Tensor>) {
+        let trunk = self.trunk(xs, false);
+        (
+            trunk.apply_t(&self.policy, false),
+            trunk.apply_t(&self.value, false),
+            self.moves_left
+                .as_ref()
+                .map(|head| trunk.apply_t(head, false)),
         )
     }
 

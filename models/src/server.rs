@@ -31,7 +31,7 @@ use tch::kind::Element;
 use tch::{Device, Kind, Tensor};
 
 use crate::encoding::{encode, EncoderConfig};
-use crate::net::Net;
+use crate::net::{Net, MOVES_LEFT_UNIT};
 use crate::policy::{move_index, POLICY_SIZE};
 use crate::Precision;
 
@@ -458,7 +458,7 @@ fn serve(
             .positions
             .fetch_add(positions as u64, Ordering::Relaxed);
         match result {
-            Ok(answers) => answer(jobs, &answers[..flat.len()], &answers[flat.len()..]),
+            Ok(answers) => answer(jobs, &answers, flat.len(), positions),
             Err(panic) => {
                 let why = panic
                     .downcast_ref::<String>()
@@ -476,7 +476,8 @@ fn serve(
 /// One forward pass over the staged batch (`padded` rows, the first
 /// `positions` real). Only the logits of the requested moves leave the device
 /// (a few hundred bytes a position instead of the whole 8,900-move row),
-/// followed by the WDL probabilities `[positions * 3]`, in one copy.
+/// followed by the WDL probabilities `[positions * 3]` and, where the net
+/// has the head, the plies left `[positions]`, in one copy.
 fn run_batch(
     net: &Net,
     inputs: &Staging,
@@ -489,7 +490,7 @@ fn run_batch(
         let encoder = net.arch().encoder;
         let xs = inputs.upload(padded * encoder.input_len(), &encoder.input_shape(padded));
         let picks = indices.upload(moves, &[moves as i64]);
-        let (policy, value) = net.forward_t(&xs, false);
+        let (policy, value, moves_left) = net.forward_search(&xs);
         let picked = policy
             .view([-1])
             .index_select(0, &picks)
@@ -499,8 +500,17 @@ fn run_batch(
             .to_kind(Kind::Float)
             .softmax(-1, Kind::Float)
             .view([-1]);
-        let out = Tensor::cat(&[picked, wdl], 0).to_device(Device::Cpu);
-        let len = moves + positions * 3;
+        let mut parts = vec![picked, wdl];
+        if let Some(moves_left) = moves_left {
+            parts.push(
+                moves_left
+                    .narrow(0, 0, positions as i64)
+                    .to_kind(Kind::Float)
+                    * MOVES_LEFT_UNIT,
+            );
+        }
+        let out = Tensor::cat(&parts, 0).to_device(Device::Cpu);
+        let len = out.numel();
         let mut answers = vec![0f32; len];
         out.copy_data(&mut answers, len);
         answers
@@ -525,11 +535,13 @@ fn flat_indices(jobs: &[CallerBatch], out: &mut Vec<i64>) {
     }
 }
 
-/// Softmax over each position's legal moves only; `logits` holds the
-/// requested moves' logits back to back.
-fn answer(jobs: Vec<CallerBatch>, logits: &[f32], wdl: &[f32]) {
+/// Softmax over each position's legal moves only. `answers` is
+/// [`run_batch`]'s: the requested moves' logits back to back (`moves` of
+/// them), then each position's WDL and plies left.
+fn answer(jobs: Vec<CallerBatch>, answers: &[f32], moves: usize, positions: usize) {
+    let (mut logits, rest) = answers.split_at(moves);
+    let (wdl, moves_left) = rest.split_at(positions * 3);
     let mut position = 0;
-    let mut logits = logits;
     for job in jobs {
         let mut evaluations = Vec::with_capacity(job.batch.move_counts.len());
         for &count in &job.batch.move_counts {
@@ -549,6 +561,7 @@ fn answer(jobs: Vec<CallerBatch>, logits: &[f32], wdl: &[f32]) {
                     draw: w[1],
                     loss: w[2],
                 },
+                moves_left: moves_left.get(position).copied(),
             });
             position += 1;
         }
@@ -636,6 +649,52 @@ mod tests {
         assert!(server.client().stats().mean_batch() >= 1.0);
         let blocks = server.client().run_on_server(|net| net.arch().net.blocks);
         assert_eq!(blocks, Ok(1));
+    }
+
+    #[test]
+    fn the_moves_left_head_reaches_each_position_of_a_batch() {
+        let arch = Architecture {
+            net: NetConfig {
+                moves_left_head: true,
+                ..NetConfig::new(1, 8)
+            },
+            encoder: EncoderConfig::default(),
+        };
+        let net = Net::new(arch, Device::Cpu);
+        let positions = random_positions(5);
+        let requests: Vec<EvalRequest<'_>> = positions
+            .iter()
+            .map(|(history, moves)| EvalRequest::new(history, moves))
+            .collect();
+        let encoded = encode_requests(&arch.encoder, &requests).unwrap();
+        let xs = Tensor::from_slice(&encoded.planes).view(arch.encoder.input_shape(5).as_slice());
+        let heads = tch::no_grad(|| net.forward_heads(&xs, false));
+        let expected: Vec<f32> =
+            Vec::try_from(heads.moves_left.unwrap() * MOVES_LEFT_UNIT).unwrap();
+        let server = InferenceServer::start(
+            net,
+            ServerConfig {
+                max_batch: 8,
+                max_wait_us: 2000,
+                threads: 1,
+                replicas: 1,
+                precision: Precision::Fp32,
+            },
+        );
+        let answers = server.client().evaluate_batch(&requests).unwrap();
+        for (answer, expected) in answers.iter().zip(&expected) {
+            let got = answer.moves_left.expect("the net has a moves-left head");
+            assert!(
+                (got - expected).abs() < 1e-3 * expected.max(1.0),
+                "{got} vs {expected}"
+            );
+        }
+        // Without the head the search is told nothing.
+        let answer = server_with_replicas(4, 1)
+            .client()
+            .evaluate(&requests[0])
+            .unwrap();
+        assert_eq!(answer.moves_left, None);
     }
 
     #[test]

@@ -104,6 +104,8 @@ impl Config {
             ("training", "moves_left_weight", toml::Value::Float(0.0)),
             ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
             ("encoder", "attacks", toml::Value::Boolean(false)),
+            ("search", "moves_left_effect", toml::Value::Float(0.0)),
+            ("search", "moves_left_slope", toml::Value::Float(0.0027)),
         ] {
             if let Some(toml::Value::Table(table)) = saved.get_mut(section) {
                 table.entry(key).or_insert(then);

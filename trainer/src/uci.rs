@@ -37,6 +37,8 @@ pub struct NetSettings {
     pub policy_temperature: f32,
     /// PUCT or Gumbel at the root.
     pub root: RootSearch,
+    /// `[search] moves_left_effect` (0 = off).
+    pub moves_left_effect: f32,
 }
 
 /// A loaded network with its inference server and search.
@@ -87,6 +89,7 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         capture_prior: settings.capture_prior,
         policy_temperature: settings.policy_temperature,
         root: settings.root,
+        moves_left_effect: settings.moves_left_effect,
         ..SearchConfig::default()
     };
     let player = MctsPlayer::new(std::sync::Arc::new(server.client()), 1, config);
@@ -168,6 +171,12 @@ impl UciSearcher for NetSearcher {
                 },
             },
             UciOption {
+                name: "MovesLeftEffect".to_string(),
+                kind: OptionKind::String {
+                    default: s.moves_left_effect.to_string(),
+                },
+            },
+            UciOption {
                 name: "RootSearch".to_string(),
                 kind: OptionKind::Combo {
                     default: s.root.to_string(),
@@ -215,6 +224,14 @@ impl UciSearcher for NetSearcher {
                             "PolicyTemperature `{text}` is not a number in {POLICY_TEMPERATURES:?}"
                         )
                     })?;
+            }
+            ("MovesLeftEffect", OptionValue::String(text)) => {
+                settings.moves_left_effect = text
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|e| (0.0..=1.0).contains(e))
+                    .ok_or_else(|| format!("MovesLeftEffect `{text}` is not a number in [0, 1]"))?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),

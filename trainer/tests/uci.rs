@@ -132,8 +132,10 @@ fn scripted_session() {
     gui.send("setoption name CapturePrior value 1");
     gui.send("setoption name RootSearch value alphazero");
     gui.send("setoption name PolicyTemperature value 0");
+    gui.send("setoption name MovesLeftEffect value 2");
     let refused = gui.sync();
-    assert_eq!(errors(&refused).len(), 8, "{refused:?}");
+    assert_eq!(errors(&refused).len(), 9, "{refused:?}");
+    assert!(refused[8].contains("MovesLeftEffect `2`"), "{refused:?}");
     assert!(refused[7].contains("PolicyTemperature `0`"), "{refused:?}");
     assert!(refused[5].contains("CapturePrior `1`"), "{refused:?}");
     assert!(refused[0].contains("unknown option `Hash`"), "{refused:?}");
@@ -166,6 +168,7 @@ fn scripted_session() {
     assert_legal_answer(&best, &pos, &[], &gui.transcript());
     // The network and search alone, with a Gumbel root.
     gui.send("setoption name CapturePrior value 0");
+    gui.send("setoption name MovesLeftEffect value 0.0345");
     gui.send("setoption name RootSearch value gumbel");
     assert!(gui.sync().is_empty(), "{}", gui.transcript());
     let (_, best) = gui.go("go");

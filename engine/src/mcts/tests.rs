@@ -48,6 +48,7 @@ impl Evaluator for Ranked {
             .map(|r| Evaluation {
                 policy: ranked_priors(r.moves.len()),
                 wdl: Wdl::DRAW,
+                moves_left: None,
             })
             .collect())
     }
@@ -622,4 +623,83 @@ fn gumbel_counts_only_the_visits_of_this_search_after_a_move() {
     s.run(&Ranked, 6).unwrap();
     let more = new_visits(&before, &s);
     assert_eq!(more.iter().sum::<u32>(), 6);
+}
+
+/// Uniform priors, a value of `white` for White to move (its negation for
+/// Black), and a game expected to end 10 plies sooner for each White knight
+/// that has left the first rank.
+struct KnightsHurry {
+    white: f32,
+}
+
+impl Evaluator for KnightsHurry {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        let mut out = UniformEvaluator.evaluate_batch(requests)?;
+        for (eval, request) in out.iter_mut().zip(requests) {
+            let pos = request.position();
+            let value = match pos.side_to_move() {
+                Color::White => self.white,
+                Color::Black => -self.white,
+            };
+            let home = pos.pieces(Color::White, Kind::Knight) & crate::Bitboard::rank(0);
+            eval.wdl = Wdl::from_value(value);
+            eval.moves_left = Some(60.0 + 10.0 * home.count() as f32);
+        }
+        Ok(out)
+    }
+}
+
+/// The share of the root's visits that went to knight moves, and the share
+/// of the root's moves that are knight moves.
+fn knight_shares(config: SearchConfig, white: f32) -> (f32, f32) {
+    let mut s = from_the_start(config);
+    s.run(&KnightsHurry { white }, 1000).unwrap();
+    let pos = *s.root_position();
+    let children = s.root_children();
+    let knight = |c: &ChildStats| pos.piece_at(c.mv.from).map(|p| p.kind) == Some(Kind::Knight);
+    let total: u32 = children.iter().map(|c| c.visits).sum();
+    let knights: u32 = children
+        .iter()
+        .filter(|c| knight(c))
+        .map(|c| c.visits)
+        .sum();
+    let count = children.iter().filter(|c| knight(c)).count();
+    (
+        knights as f32 / total as f32,
+        count as f32 / children.len() as f32,
+    )
+}
+
+#[test]
+fn moves_left_utility_hurries_a_win_and_delays_a_loss() {
+    let on = SearchConfig {
+        moves_left_effect: 0.1,
+        moves_left_slope: 0.01,
+        fpu_reduction: 0.0,
+        ..priors_only()
+    };
+    let off = SearchConfig {
+        moves_left_effect: 0.0,
+        ..on
+    };
+    // Off, the equal values and priors spread the visits evenly.
+    for white in [0.8, -0.8] {
+        let (visits, moves) = knight_shares(off, white);
+        assert!(
+            (visits - moves).abs() < 0.05,
+            "off, {white}: {visits} vs {moves}"
+        );
+    }
+    // Winning, the knight moves that shorten the game get most visits...
+    let (visits, moves) = knight_shares(on, 0.8);
+    assert!(
+        visits > 0.5 && visits > 2.0 * moves,
+        "winning: {visits} vs {moves}"
+    );
+    // ...losing, the others do.
+    let (visits, moves) = knight_shares(on, -0.8);
+    assert!(visits < 0.5 * moves, "losing: {visits} vs {moves}");
+    // A level game has no preference.
+    let (visits, moves) = knight_shares(on, 0.0);
+    assert!((visits - moves).abs() < 0.05, "level: {visits} vs {moves}");
 }

@@ -34,6 +34,10 @@ pub struct UciArgs {
     /// How the root searches: puct, or gumbel (sequential halving over the playouts).
     #[arg(long, default_value_t = SearchConfig::default().root)]
     root: RootSearch,
+    /// lc0's moves-left utility: at most this much added to a move's score for
+    /// a shorter win or a longer loss (0 = off; needs a moves-left head).
+    #[arg(long, default_value_t = SearchConfig::default().moves_left_effect)]
+    moves_left_effect: f32,
 }
 
 pub fn run(args: UciArgs) -> Result<()> {
@@ -47,6 +51,11 @@ pub fn run(args: UciArgs) -> Result<()> {
         "--policy-temperature {} is not a number in {POLICY_TEMPERATURES:?}",
         args.policy_temperature
     );
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&args.moves_left_effect),
+        "--moves-left-effect {} is not a number in [0, 1]",
+        args.moves_left_effect
+    );
     tracing::info!(device = ?models::device(), "uci");
     let searcher = NetSearcher::new(NetSettings {
         weights: args.weights,
@@ -57,6 +66,7 @@ pub fn run(args: UciArgs) -> Result<()> {
         capture_prior: args.capture_prior,
         policy_temperature: args.policy_temperature,
         root: args.root,
+        moves_left_effect: args.moves_left_effect,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }

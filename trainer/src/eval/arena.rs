@@ -148,7 +148,7 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
 const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
                            virtual_loss, win_check, capture_prior, policy_temperature, \
                            root (puct or gumbel), gumbel_considered, gumbel_c_visit, \
-                           gumbel_c_scale";
+                           gumbel_c_scale, moves_left_effect, moves_left_slope";
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
@@ -189,6 +189,8 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "gumbel_considered" => search.gumbel_considered = whole()?.min(1024) as usize,
             "gumbel_c_visit" => search.gumbel_c_visit = real(0.0..1e6)?,
             "gumbel_c_scale" => search.gumbel_c_scale = real(0.0..1e3)?,
+            "moves_left_effect" => search.moves_left_effect = number_in(key, value, 0.0..=1.0)?,
+            "moves_left_slope" => search.moves_left_slope = number_in(key, value, 0.0..=1.0)?,
             "win_check" => {
                 search.win_check = match value {
                     "1" | "true" => true,
@@ -222,7 +224,8 @@ where
 pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> String {
     format!(
         "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
-         leaves={};virtual_loss={};win_check={};capture_prior={};policy_temperature={};root={}{}",
+         leaves={};virtual_loss={};win_check={};capture_prior={};policy_temperature={};\
+         moves_left_effect={};moves_left_slope={};root={}{}",
         weights.display(),
         search.c_puct,
         search.c_puct_base,
@@ -233,6 +236,8 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.win_check as u8,
         search.capture_prior,
         search.policy_temperature,
+        search.moves_left_effect,
+        search.moves_left_slope,
         search.root,
         match search.root {
             // Gumbel's own settings, only where they count.
@@ -1087,6 +1092,8 @@ mod tests {
             capture_prior: 0.05,
             policy_temperature: 1.5,
             win_check: false,
+            moves_left_effect: 0.05,
+            moves_left_slope: 0.004,
             ..SearchConfig::default()
         };
         let gumbel = SearchConfig {
@@ -1122,6 +1129,8 @@ mod tests {
             "root=alphazero",
             "root=gumbel;gumbel_considered=0",
             "root=gumbel;gumbel_c_scale=-1",
+            "moves_left_effect=1.5",
+            "moves_left_slope=-0.1",
         ] {
             let spec = format!("{}:{bad}", dir.display());
             assert!(parse_spec(&spec).is_err(), "{spec}");
