@@ -585,8 +585,13 @@ mod tests {
             net: NetConfig::new(1, 8),
             encoder: EncoderConfig::default(),
         };
+        serving(Net::new(arch, Device::Cpu), max_batch, replicas)
+    }
+
+    /// `net` served in fp32 on the CPU.
+    fn serving(net: Net, max_batch: usize, replicas: usize) -> InferenceServer {
         InferenceServer::start(
-            Net::new(arch, Device::Cpu),
+            net,
             ServerConfig {
                 max_batch,
                 max_wait_us: 2000,
@@ -671,16 +676,7 @@ mod tests {
         let heads = tch::no_grad(|| net.forward_heads(&xs, false));
         let expected: Vec<f32> =
             Vec::try_from(heads.moves_left.unwrap() * MOVES_LEFT_UNIT).unwrap();
-        let server = InferenceServer::start(
-            net,
-            ServerConfig {
-                max_batch: 8,
-                max_wait_us: 2000,
-                threads: 1,
-                replicas: 1,
-                precision: Precision::Fp32,
-            },
-        );
+        let server = serving(net, 8, 1);
         let answers = server.client().evaluate_batch(&requests).unwrap();
         for (answer, expected) in answers.iter().zip(&expected) {
             let got = answer.moves_left.expect("the net has a moves-left head");
