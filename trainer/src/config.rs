@@ -105,7 +105,12 @@ impl Config {
             ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
             ("encoder", "attacks", toml::Value::Boolean(false)),
             ("search", "moves_left_effect", toml::Value::Float(0.0)),
-            ("search", "moves_left_slope", toml::Value::Float(0.0027)),
+            // Unused while the effect is 0; the play-time default, written once.
+            (
+                "search",
+                "moves_left_slope",
+                toml::Value::Float(SearchConfig::default().moves_left_slope.into()),
+            ),
         ] {
             if let Some(toml::Value::Table(table)) = saved.get_mut(section) {
                 table.entry(key).or_insert(then);
