@@ -15,6 +15,9 @@ pub struct EvalRequest<'a> {
     pub repetitions: u8,
     /// The legal moves to score, in the order the policy comes back.
     pub moves: &'a [Move],
+    /// Whether the answer should carry the plies left: only a search with
+    /// the moves-left utility reads them, and a network's head costs time.
+    pub moves_left: bool,
 }
 
 impl<'a> EvalRequest<'a> {
@@ -24,6 +27,7 @@ impl<'a> EvalRequest<'a> {
             history,
             repetitions: 0,
             moves,
+            moves_left: false,
         }
     }
 
@@ -81,7 +85,8 @@ pub struct Evaluation {
     pub policy: Vec<f32>,
     pub wdl: Wdl,
     /// Plies until the game ends, as the evaluator expects them (lc0's
-    /// moves-left head); `None` from an evaluator without one.
+    /// moves-left head); `None` from an evaluator without one, or where the
+    /// request did not ask for them.
     pub moves_left: Option<f32>,
 }
 

@@ -444,6 +444,7 @@ impl Search {
                 history: &leaf.history,
                 repetitions: leaf.repetitions,
                 moves: &leaf.moves,
+                moves_left: self.config.moves_left_effect > 0.0,
             })
             .collect();
         let result = evaluator.evaluate_batch(&requests);

@@ -466,15 +466,20 @@ impl Net {
     }
 
     /// What a search asks for: [`Net::forward_t`]'s policy and value
-    /// logits, and the moves-left head's prediction `[N]` (in units of
-    /// [`MOVES_LEFT_UNIT`] plies) where the net has one.
-    pub fn forward_search(&self, xs: &Tensor) -> (Tensor, Tensor, Option<Tensor>) {
+    /// logits, and, if `moves_left` and the net has the head, its prediction
+    /// `[N]` (in units of [`MOVES_LEFT_UNIT`] plies).
+    pub fn forward_search(
+        &self,
+        xs: &Tensor,
+        moves_left: bool,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
         let trunk = self.trunk(xs, false);
         (
             trunk.apply_t(&self.policy, false),
             trunk.apply_t(&self.value, false),
             self.moves_left
                 .as_ref()
+                .filter(|_| moves_left)
                 .map(|head| trunk.apply_t(head, false)),
         )
     }

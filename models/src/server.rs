@@ -90,6 +90,8 @@ pub struct EncodedBatch {
     pub move_indices: Vec<u32>,
     /// Legal moves of each position.
     pub move_counts: Vec<u32>,
+    /// Whether any position asked for the plies left.
+    pub moves_left: bool,
 }
 
 /// Encodes `requests` as the server expects them; an error names a move
@@ -103,6 +105,7 @@ pub fn encode_requests(
         planes: vec![0f32; input_len * requests.len()],
         move_indices: Vec::new(),
         move_counts: Vec::with_capacity(requests.len()),
+        moves_left: requests.iter().any(|r| r.moves_left),
     };
     for (request, out) in requests
         .iter()
@@ -451,7 +454,16 @@ fn serve(
         indices.reserve(flat.len());
         indices.write(0, &flat);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            run_batch(&net, &inputs, &indices, flat.len(), positions, padded)
+            let moves_left = jobs.iter().any(|job| job.batch.moves_left);
+            run_batch(
+                &net,
+                &inputs,
+                &indices,
+                flat.len(),
+                positions,
+                padded,
+                moves_left,
+            )
         }));
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats
@@ -476,8 +488,9 @@ fn serve(
 /// One forward pass over the staged batch (`padded` rows, the first
 /// `positions` real). Only the logits of the requested moves leave the device
 /// (a few hundred bytes a position instead of the whole 8,900-move row),
-/// followed by the WDL probabilities `[positions * 3]` and, where the net
-/// has the head, the plies left `[positions]`, in one copy.
+/// followed by the WDL probabilities `[positions * 3]` and, where a job
+/// asked for them and the net has the head, the plies left `[positions]`,
+/// in one copy.
 fn run_batch(
     net: &Net,
     inputs: &Staging,
@@ -485,12 +498,13 @@ fn run_batch(
     moves: usize,
     positions: usize,
     padded: usize,
+    moves_left: bool,
 ) -> Vec<f32> {
     tch::no_grad(|| {
         let encoder = net.arch().encoder;
         let xs = inputs.upload(padded * encoder.input_len(), &encoder.input_shape(padded));
         let picks = indices.upload(moves, &[moves as i64]);
-        let (policy, value, moves_left) = net.forward_search(&xs);
+        let (policy, value, moves_left) = net.forward_search(&xs, moves_left);
         let picked = policy
             .view([-1])
             .index_select(0, &picks)
@@ -669,7 +683,10 @@ mod tests {
         let positions = random_positions(5);
         let requests: Vec<EvalRequest<'_>> = positions
             .iter()
-            .map(|(history, moves)| EvalRequest::new(history, moves))
+            .map(|(history, moves)| EvalRequest {
+                moves_left: true,
+                ..EvalRequest::new(history, moves)
+            })
             .collect();
         let encoded = encode_requests(&arch.encoder, &requests).unwrap();
         let xs = Tensor::from_slice(&encoded.planes).view(arch.encoder.input_shape(5).as_slice());
@@ -685,6 +702,12 @@ mod tests {
                 "{got} vs {expected}"
             );
         }
+        // Not asked, the net leaves the head out.
+        let unasked = EvalRequest {
+            moves_left: false,
+            ..requests[0]
+        };
+        assert_eq!(server.client().evaluate(&unasked).unwrap().moves_left, None);
         // Without the head the search is told nothing.
         let answer = server_with_replicas(4, 1)
             .client()

@@ -33,6 +33,7 @@ fn encode_with(config: &EncoderConfig, history: &[Position], repetitions: u8) ->
         history,
         repetitions,
         moves: &[],
+        moves_left: false,
     };
     let mut out = vec![f32::NAN; config.input_len()];
     encode(config, &request, &mut out);

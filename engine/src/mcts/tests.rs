@@ -643,7 +643,9 @@ impl Evaluator for KnightsHurry {
             };
             let home = pos.pieces(Color::White, Kind::Knight) & crate::Bitboard::rank(0);
             eval.wdl = Wdl::from_value(value);
-            eval.moves_left = Some(60.0 + 10.0 * home.count() as f32);
+            eval.moves_left = request
+                .moves_left
+                .then(|| 60.0 + 10.0 * home.count() as f32);
         }
         Ok(out)
     }

@@ -535,6 +535,7 @@ pub fn build_batch(
                 history: &sample.history,
                 repetitions: sample.repetitions,
                 moves: &sample.moves,
+                moves_left: false,
             };
             encode(encoder, &request, input);
             if sample.mirrored {
@@ -906,6 +907,7 @@ mod tests {
                 history: &sample.history,
                 repetitions: sample.repetitions,
                 moves: &sample.moves,
+                moves_left: false,
             };
             encode(&encoder, &request, &mut input);
             let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
