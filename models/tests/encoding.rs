@@ -30,10 +30,8 @@ fn config() -> EncoderConfig {
 
 fn encode_with(config: &EncoderConfig, history: &[Position], repetitions: u8) -> Vec<f32> {
     let request = EvalRequest {
-        history,
         repetitions,
-        moves: &[],
-        moves_left: false,
+        ..EvalRequest::new(history, &[])
     };
     let mut out = vec![f32::NAN; config.input_len()];
     encode(config, &request, &mut out);

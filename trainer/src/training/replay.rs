@@ -532,10 +532,8 @@ pub fn build_batch(
         .zip(samples.par_iter())
         .for_each(|((((input, policy), legal), wdl), sample)| {
             let request = EvalRequest {
-                history: &sample.history,
                 repetitions: sample.repetitions,
-                moves: &sample.moves,
-                moves_left: false,
+                ..EvalRequest::new(&sample.history, &sample.moves)
             };
             encode(encoder, &request, input);
             if sample.mirrored {
@@ -904,10 +902,8 @@ mod tests {
             assert_eq!(batch.wdl[i * 3..i * 3 + 3], sample.wdl);
             let mut input = vec![0.0; encoder.input_len()];
             let request = EvalRequest {
-                history: &sample.history,
                 repetitions: sample.repetitions,
-                moves: &sample.moves,
-                moves_left: false,
+                ..EvalRequest::new(&sample.history, &sample.moves)
             };
             encode(&encoder, &request, &mut input);
             let row = i * encoder.input_len()..(i + 1) * encoder.input_len();
