@@ -29,11 +29,9 @@ RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 
 
 def balance(fen, white):
-    """Material of White minus Black's in `fen`, from `white`'s side or Black's."""
-    board = fen.split()[0]
-    w = sum(mvr.VALUES[c.lower()] for c in board if c.isalpha() and c.isupper())
-    b = sum(mvr.VALUES[c] for c in board if c.isalpha() and c.islower())
-    return w - b if white else b - w
+    """Material in pawns for White in `fen` if `white`, else for Black."""
+    to_move = mvr.balance(fen)
+    return to_move if (fen.split()[1] == "w") == white else -to_move
 
 
 def main():
