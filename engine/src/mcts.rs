@@ -352,11 +352,11 @@ impl Search {
         }
     }
 
-    /// With `on`, KataGo's forced playouts: a root move with prior P gets at
-    /// least sqrt(k P N) of the root's N visits (k = 2), so that a move the
-    /// noise lifted is looked at even where the network's priors and values
-    /// would not look; [`Search::policy_target`] then prunes from every move
-    /// but the best the visits its PUCT score did not earn.
+    /// With `on`, KataGo's forced playouts: a root move with prior P that PUCT
+    /// has visited gets at least sqrt(k P N) of the root's N visits (k = 2), so
+    /// that a move the noise lifted is looked at further even where the
+    /// network's values would not look; [`Search::policy_target`] then prunes
+    /// from every move but the best the visits its PUCT score did not earn.
     pub fn set_forced_playouts(&mut self, on: bool) {
         self.forced_playouts = on;
     }
@@ -577,8 +577,8 @@ impl Search {
     }
 
     /// The child with the highest PUCT score, virtual losses counted; at a
-    /// root with forced playouts, first the child furthest below its forced
-    /// count, if any is.
+    /// root with forced playouts, first the visited child furthest below its
+    /// forced count, if any is.
     fn best_child(&self, id: NodeId) -> NodeId {
         let parent = &self.nodes[id as usize];
         if id == ROOT {
@@ -591,6 +591,10 @@ impl Search {
             let short = self.nodes[parent.children()]
                 .iter()
                 .enumerate()
+                // As in KataGo, only a move PUCT has visited is forced: forcing
+                // the unvisited too would spend a search of 48 playouts over 60
+                // moves on one visit each, with nothing left for PUCT to choose.
+                .filter(|(_, c)| c.visits + c.in_flight > 0)
                 .map(|(i, c)| {
                     (
                         i,
