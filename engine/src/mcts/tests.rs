@@ -375,22 +375,28 @@ fn priors_only() -> SearchConfig {
     }
 }
 
-const FREE_ROOK: &str = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
-
-#[test]
-fn forced_playouts_give_each_move_its_share_and_the_target_prunes_them() {
-    // Ranked priors; PUCT visits a knight move about once and then leaves it.
+/// Searches of the start position with one leaf in flight and the network's
+/// priors alone, without and with forced playouts.
+fn plain_and_forced(evaluator: &dyn Evaluator, playouts: u32) -> (Search, Search) {
     let one_leaf = SearchConfig {
         leaves_in_flight: 1,
         ..priors_only()
     };
     let fen = crate::position::START_FEN;
-    let plain = search_with(one_leaf, fen, &RankedKnightsBad, 400);
-    assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
-
+    let plain = search_with(one_leaf, fen, evaluator, playouts);
     let mut forced = Search::new(one_leaf, &game(fen));
     forced.set_forced_playouts(true);
-    forced.run(&RankedKnightsBad, 400).unwrap();
+    forced.run(evaluator, playouts).unwrap();
+    (plain, forced)
+}
+
+const FREE_ROOK: &str = "9k/10/10/3r6/10/10/10/3Q6/10/K9 w - - 0 17";
+
+#[test]
+fn forced_playouts_give_each_move_its_share_and_the_target_prunes_them() {
+    // Ranked priors; PUCT visits a knight move about once and then leaves it.
+    let (plain, forced) = plain_and_forced(&RankedKnightsBad, 400);
+    assert_eq!(plain.policy_target(), visits(&plain), "nothing forced");
     let total = forced.root_visits() as f32;
     let children = forced.root_children();
     for c in children.iter().filter(|c| c.visits > 0) {
@@ -468,15 +474,7 @@ fn capture_prior_leaves_quiet_positions_alone() {
 fn forced_playouts_leave_the_moves_puct_never_visits_alone() {
     // 48 playouts over the start's 38 moves: forcing every move would visit
     // each once; forcing only what PUCT visits leaves PUCT the choice.
-    let config = SearchConfig {
-        leaves_in_flight: 1,
-        ..priors_only()
-    };
-    let fen = crate::position::START_FEN;
-    let plain = search_with(config, fen, &Ranked, 48);
-    let mut forced = Search::new(config, &game(fen));
-    forced.set_forced_playouts(true);
-    forced.run(&Ranked, 48).unwrap();
+    let (plain, forced) = plain_and_forced(&Ranked, 48);
     let visited = |s: &Search| visits(s).iter().filter(|&&v| v > 0).count();
     assert!(visited(&plain) < plain.root_children().len() / 2);
     assert!(visited(&forced) <= visited(&plain), "{:?}", visits(&forced));
