@@ -358,11 +358,20 @@ impl Browser {
     }
 
     pub fn text(&mut self, css: &str) -> String {
-        let id = self.find(css);
-        self.call("GET", &format!("/element/{id}/text"), None)
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+        // One round trip: between a `find` and a text request the page may
+        // redraw the element, and WebDriver then answers "stale element".
+        let value = self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "const e = document.querySelector(arguments[0]); return e && e.innerText;",
+                "args": [css],
+            })),
+        );
+        match value.as_str() {
+            Some(text) => text.trim().to_string(),
+            None => panic!("no element {css}"),
+        }
     }
 
     /// Runs `script` (a function body) in the page and returns its value.
