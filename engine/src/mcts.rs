@@ -71,6 +71,12 @@ pub struct SearchConfig {
     /// First-play urgency: unvisited children get the parent's value minus
     /// this times the square root of the visited children's prior mass.
     pub fpu_reduction: f32,
+    /// The same at a root with Dirichlet noise (self-play's full searches).
+    /// Leela Zero uses none there: the noise is meant to explore, and the
+    /// reduction prices every move it lifts below every visited one, so
+    /// that PUCT never tries it (and forced playouts top up only what PUCT
+    /// has tried).
+    pub noised_root_fpu_reduction: f32,
     /// Leaves one search keeps in flight (the evaluator's batch from one search).
     pub leaves_in_flight: usize,
     /// Each in-flight visit counts as this many lost visits while it waits.
@@ -126,6 +132,7 @@ impl Default for SearchConfig {
             c_puct_base: 19652.0,
             c_puct_factor: 2.0,
             fpu_reduction: 0.25,
+            noised_root_fpu_reduction: 0.0,
             leaves_in_flight: 8,
             virtual_loss: 1.0,
             dirichlet_alpha_total: 10.0,
@@ -156,6 +163,11 @@ impl SearchConfig {
         check(self.fpu_reduction.is_finite(), "fpu_reduction", || {
             format!("{} (expected a number)", self.fpu_reduction)
         })?;
+        check(
+            self.noised_root_fpu_reduction.is_finite(),
+            "noised_root_fpu_reduction",
+            || format!("{} (expected a number)", self.noised_root_fpu_reduction),
+        )?;
         within("leaves_in_flight", self.leaves_in_flight, 1, 4096)?;
         non_negative("virtual_loss", self.virtual_loss)?;
         positive("dirichlet_alpha_total", self.dirichlet_alpha_total)?;
@@ -270,6 +282,8 @@ pub struct Search {
     forced_playouts: bool,
     /// Whether `capture_prior` shapes the root's priors.
     root_capture_prior: bool,
+    /// Whether Dirichlet noise is on the root's priors (until the next move).
+    root_noised: bool,
     /// Gumbel root: a Gumbel draw per root child, from
     /// [`Search::add_root_noise`] (none: zeros)...
     gumbel_noise: Vec<f32>,
@@ -322,6 +336,7 @@ impl Search {
             evaluations: 0,
             forced_playouts: false,
             root_capture_prior: true,
+            root_noised: false,
             gumbel_noise: Vec::new(),
             planned: None,
             halving: None,
@@ -619,7 +634,11 @@ impl Search {
             .filter(|c| c.visits + c.in_flight > 0)
             .map(|c| c.prior)
             .sum();
-        let fpu = parent_q - self.config.fpu_reduction * visited_prior.sqrt();
+        let reduction = match id == ROOT && self.root_noised {
+            true => self.config.noised_root_fpu_reduction,
+            false => self.config.fpu_reduction,
+        };
+        let fpu = parent_q - reduction * visited_prior.sqrt();
         let explore = self.c_puct(parent_n) * parent_n.max(1.0).sqrt();
         let parent_moves_left =
             match self.config.moves_left_effect > 0.0 && self.moves_left_known && parent.visits > 0
@@ -862,6 +881,7 @@ impl Search {
         for (node, n) in self.nodes[range].iter_mut().zip(noise) {
             node.prior = (1.0 - eps) * node.prior + eps * (n / total) as f32;
         }
+        self.root_noised = true;
         Ok(())
     }
 
@@ -1076,6 +1096,7 @@ impl Search {
             _ => nodes.push(Node::new(None, 1.0)),
         }
         self.nodes = nodes;
+        self.root_noised = false;
         self.gumbel_noise.clear();
         self.planned = None;
         self.halving = None;

@@ -116,6 +116,12 @@ impl Config {
                 table.entry(key).or_insert(then);
             }
         }
+        // Before its own key a noised root had every node's reduction.
+        if let Some(toml::Value::Table(search)) = saved.get_mut("search") {
+            if let Some(fpu) = search.get("fpu_reduction").cloned() {
+                search.entry("noised_root_fpu_reduction").or_insert(fpu);
+            }
+        }
         Config::parse(&saved.to_string(), origin)
     }
 
@@ -308,10 +314,15 @@ mod tests {
             ("training", "moves_left_weight"),
             ("selfplay", "sparse_start_share"),
             ("encoder", "attacks"),
+            ("search", "noised_root_fpu_reduction"),
         ] {
             saved[section].as_table_mut().unwrap().remove(key);
         }
         let old = Config::parse_saved(&saved.to_string(), "old run").unwrap();
+        assert_eq!(
+            old.search.noised_root_fpu_reduction,
+            default.search.fpu_reduction
+        );
         assert!(!old.net.moves_left_head);
         assert!(!old.encoder.attacks);
         assert_eq!(old.training.moves_left_weight, 0.0);

@@ -481,6 +481,49 @@ fn forced_playouts_leave_the_moves_puct_never_visits_alone() {
 }
 
 #[test]
+fn a_noised_root_lets_puct_try_the_moves_the_noise_lifts() {
+    // Root moves visited by 48 playouts from the start, all values drawn,
+    // with the noise of one seed (or none) and the reduction at a noised root.
+    let visited = |epsilon: f32, noised_root_fpu_reduction: f32| {
+        let mut s = from_the_start(SearchConfig {
+            leaves_in_flight: 1,
+            dirichlet_epsilon: epsilon,
+            noised_root_fpu_reduction,
+            ..priors_only()
+        });
+        s.add_root_noise(&Ranked, &mut SmallRng::seed_from_u64(5))
+            .unwrap();
+        s.run(&Ranked, 48).unwrap();
+        visits(&s).iter().filter(|&&v| v > 0).count()
+    };
+    let reduced = SearchConfig::default().fpu_reduction;
+    assert!(visited(0.25, 0.0) > visited(0.25, reduced));
+    // A root without noise (a fast search, or play) keeps the reduction.
+    assert_eq!(visited(0.0, 0.0), visited(0.0, reduced));
+}
+
+#[test]
+fn a_root_reached_by_a_move_is_not_noised() {
+    // A reduction of -10 at a noised root tries every move before any twice.
+    let mut s = from_the_start(SearchConfig {
+        leaves_in_flight: 1,
+        dirichlet_epsilon: 0.25,
+        noised_root_fpu_reduction: -10.0,
+        ..priors_only()
+    });
+    s.add_root_noise(&Ranked, &mut SmallRng::seed_from_u64(5))
+        .unwrap();
+    let moves = s.root_children().len() as u32;
+    s.run(&Ranked, moves).unwrap();
+    assert!(visits(&s).iter().all(|&v| v == 1), "{:?}", visits(&s));
+    // The root after a move has no noise: the usual reduction leaves most
+    // of the reply moves untried.
+    s.advance(s.best_move().unwrap());
+    s.run(&Ranked, moves).unwrap();
+    assert!(visits(&s).iter().any(|&v| v == 0), "{:?}", visits(&s));
+}
+
+#[test]
 fn forced_visits_stay_in_the_target_when_nothing_else_is_left() {
     // The root's expansion and one child visit: the best move has a single
     // visit, which pruning would leave at nothing.
