@@ -360,14 +360,9 @@ impl Browser {
     pub fn text(&mut self, css: &str) -> String {
         // One round trip: between a `find` and a text request the page may
         // redraw the element, and WebDriver then answers "stale element".
-        let value = self.call(
-            "POST",
-            "/execute/sync",
-            Some(json!({
-                "script": "const e = document.querySelector(arguments[0]); return e && e.innerText;",
-                "args": [css],
-            })),
-        );
+        let value = self.js(&format!(
+            "const e = document.querySelector({css:?}); return e && e.innerText;"
+        ));
         match value.as_str() {
             Some(text) => text.trim().to_string(),
             None => panic!("no element {css}"),
