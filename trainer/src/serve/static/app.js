@@ -515,20 +515,34 @@ async function loadGame(key, follow) {
   renderGameList();
   renderWatch();
 }
+// One refresh of a source at a time: on a busy machine a reply can take longer than the
+// timer's period, and each refresh's game load would then be overtaken by the
+// next one's before it is shown, so the page would never move on.
 async function refreshSource() {
   const s = watch.source;
-  if (!s) return;
+  if (!s || s.refreshing) return;
+  s.refreshing = true;
+  try {
+    await refreshFrom(s);
+  } finally {
+    s.refreshing = false;
+  }
+}
+async function refreshFrom(s) {
   const follow = el('w-follow').checked;
   try {
     if (s.kind === 'live') {
       const live = await api('/api/live');
+      if (watch.source !== s) return;
       s.path = live.file;
       watch.list = live.games;
       el('w-source').textContent = live.file ? `newest self-play games: ${live.file}` : 'no self-play games yet';
       renderGameList();
       if (live.games.length && (follow || watch.selected === null)) await loadGame(live.games[live.games.length - 1].index, follow);
     } else if (s.kind === 'arena') {
-      watch.list = await api('/api/arena');
+      const list = await api('/api/arena');
+      if (watch.source !== s) return;
+      watch.list = list;
       el('w-source').textContent = `${watch.list.length} arena boards`;
       renderGameList();
       if (watch.list.length) await loadGame(watch.selected === null ? 0 : watch.selected, follow);
