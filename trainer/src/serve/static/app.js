@@ -515,20 +515,13 @@ async function loadGame(key, follow) {
   renderGameList();
   renderWatch();
 }
-// One refresh of a source at a time: on a busy machine a reply can take longer than the
-// timer's period, and each refresh's game load would then be overtaken by the
-// next one's before it is shown, so the page would never move on.
+// One refresh of a source at a time: on a busy machine a reply can take
+// longer than the timer's period, and each refresh's game load would then be
+// overtaken by the next one's before it is shown, so the page never moved on.
 async function refreshSource() {
   const s = watch.source;
   if (!s || s.refreshing) return;
   s.refreshing = true;
-  try {
-    await refreshFrom(s);
-  } finally {
-    s.refreshing = false;
-  }
-}
-async function refreshFrom(s) {
   const follow = el('w-follow').checked;
   try {
     if (s.kind === 'live') {
@@ -550,6 +543,8 @@ async function refreshFrom(s) {
     showMessage('watch-message', '');
   } catch (e) {
     showMessage('watch-message', e.message, true);
+  } finally {
+    s.refreshing = false;
   }
 }
 function setSource(source, list) {
