@@ -385,6 +385,15 @@ mod tests {
             ),
             ("[search]\nhistory = 1", "search.history"),
             (
+                "[selfplay]\nsparse_keep = [0.5, 0.2]",
+                "selfplay.sparse_keep",
+            ),
+            (
+                "[selfplay]\nsparse_keep = [0.1, 1.5]",
+                "selfplay.sparse_keep",
+            ),
+            ("[selfplay]\nsparse_keep = [0.1]", "selfplay.sparse_keep"),
+            (
                 "[evaluation]\nbaselines = [\"grandmaster\"]",
                 "evaluation.baselines",
             ),

@@ -54,6 +54,9 @@ pub struct SelfPlayConfig {
     /// off at random ([`starts::sparse_start`]): short games the rules
     /// decide, so that young networks meet mates and true results.
     pub sparse_start_share: f64,
+    /// The range each side's keep chance for its non-king pieces is drawn
+    /// from in a sparse start, `[low, high]`.
+    pub sparse_keep: [f64; 2],
     /// `[search] capture_prior` fades linearly to zero over this many
     /// training steps (0 = it stays): a crutch for a young network that a
     /// trained one should not lean on. It never shapes the root of a full
@@ -87,6 +90,12 @@ impl SelfPlayConfig {
         )?;
         non_negative("temperature", self.temperature)?;
         within("sparse_start_share", self.sparse_start_share, 0.0, 1.0)?;
+        let [low, high] = self.sparse_keep;
+        check(
+            (0.0..=high).contains(&low) && high <= 1.0,
+            "sparse_keep",
+            || format!("[{low}, {high}] (expected 0 <= low <= high <= 1)"),
+        )?;
         within("resign_threshold", self.resign_threshold, -1.0, 1.0)?;
         check(self.resign_consecutive >= 1, "resign_consecutive", || {
             "must be at least 1".into()
@@ -166,7 +175,7 @@ pub fn play_game(
     // No draw at a share of 0, so that such runs replay as before it existed.
     let sparse = config.sparse_start_share > 0.0 && rng.random_bool(config.sparse_start_share);
     let start = if sparse {
-        starts::sparse_start(rng)
+        starts::sparse_start(config.sparse_keep, rng)
     } else {
         Position::start()
     };
@@ -338,6 +347,7 @@ mod tests {
             temperature: 1.0,
             temperature_plies: 10,
             sparse_start_share: 0.0,
+            sparse_keep: [0.1, 0.7],
             capture_prior_anneal_steps: 0,
             resign_threshold: -0.95,
             resign_consecutive: 2,

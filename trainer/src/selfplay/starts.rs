@@ -9,20 +9,18 @@
 //! true results; no heuristic enters a target. (KataGo likewise starts a
 //! share of its games away from the empty board.)
 
-use std::ops::RangeInclusive;
-
 use engine::{Bitboard, Kind, Position};
 use rand::Rng;
 
-/// Each side's keep chance is drawn from this range, independently, so that
-/// one side is usually well ahead and the other has something left to lose.
-const KEEP_CHANCE: RangeInclusive<f64> = 0.1..=0.7;
-
 /// The start position with pieces taken off at random (never the kings).
-/// Castling rights go with their rooks; White moves, at move 1.
-pub fn sparse_start(rng: &mut impl Rng) -> Position {
+/// Each side's keep chance is drawn from `[low, high]` (`[selfplay]
+/// sparse_keep`), independently, so that one side is usually well ahead and
+/// the other has something left to lose. Castling rights go with their
+/// rooks; White moves, at move 1.
+pub fn sparse_start([low, high]: [f64; 2], rng: &mut impl Rng) -> Position {
     let start = Position::start();
-    let keep_chance = [rng.random_range(KEEP_CHANCE), rng.random_range(KEEP_CHANCE)];
+    let mut draw = || rng.random_range(low..=high);
+    let keep_chance = [draw(), draw()];
     let taken_off: Bitboard = start
         .occupied()
         .filter(|&sq| {
@@ -45,12 +43,20 @@ mod tests {
     use rand::SeedableRng;
 
     #[test]
+    fn the_keep_range_bounds_what_is_left() {
+        let mut rng = SmallRng::seed_from_u64(2);
+        let bare = sparse_start([0.0, 0.0], &mut rng);
+        assert_eq!(bare.occupied().count(), 2, "{}", bare.fen());
+        assert_eq!(sparse_start([1.0, 1.0], &mut rng), Position::start());
+    }
+
+    #[test]
     fn sparse_starts_keep_the_kings_and_only_start_pieces() {
         let start = Position::start();
         let mut rng = SmallRng::seed_from_u64(1);
         let mut counts = Vec::new();
         for _ in 0..500 {
-            let pos = sparse_start(&mut rng);
+            let pos = sparse_start([0.1, 0.7], &mut rng);
             for color in Color::ALL {
                 assert_eq!(pos.king(color), start.king(color));
             }
