@@ -9,7 +9,7 @@ use crate::error::MoveError;
 use crate::position::{Move, Position};
 use crate::types::{Color, Kind};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reason {
     Checkmate,

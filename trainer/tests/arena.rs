@@ -89,6 +89,27 @@ fn greedy_against_random_reports_json() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     let game_lines = stderr.lines().filter(|l| l.starts_with("game ")).count();
     assert_eq!(game_lines, 6, "{stderr}");
+    // The endings count every game once, in its result, under its reason.
+    for (result, reasons) in summary["endings"].as_object().unwrap() {
+        let counted: u64 = reasons
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            counted,
+            summary[result.as_str()].as_u64().unwrap(),
+            "{summary}"
+        );
+    }
+    for line in stderr.lines().filter(|l| l.starts_with("game ")) {
+        let reason = line.split_whitespace().nth(6).unwrap();
+        let listed = ["wins", "draws", "losses"]
+            .iter()
+            .any(|result| summary["endings"][result].get(reason).is_some());
+        assert!(listed, "{reason} of `{line}` is not in {summary}");
+    }
     assert_eq!(summary["player1"], "greedy");
     assert_eq!(summary["player2"], "random");
     assert_eq!(summary["forfeits"], 0);
@@ -135,9 +156,16 @@ fn plain_output_has_a_line_per_game_and_a_summary() {
     assert!(output.status.success());
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{stdout}");
+    assert_eq!(lines.len(), 5, "{stdout}");
     assert!(lines[..3].iter().all(|l| l.starts_with("game")), "{stdout}");
     assert!(lines[3].contains("Elo"), "{stdout}");
+    let endings = lines[4];
+    assert!(
+        endings.starts_with("random: wins ")
+            && endings.contains("; draws ")
+            && endings.contains("; losses "),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -138,6 +138,7 @@ pub fn run(args: ArenaArgs) -> Result<()> {
         elo_ci95[0],
         elo_ci95[1]
     );
+    println!("{}: {}", summary.player1, summary.endings);
     if let (Some(test), Some(report)) = (args.sprt, summary.sprt) {
         println!(
             "SPRT elo0={} elo1={} alpha={} beta={}: LLR {:.2} (bounds {:.2}, {:.2}), result {}",

@@ -4,7 +4,8 @@
 //! player 1 as an Elo difference with a 95% confidence interval and an
 //! optional SPRT that stops the match once it decides.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,7 +17,7 @@ use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
 use engine::search::Score;
-use engine::{Color, Game, Move, Position};
+use engine::{Color, Game, Move, Position, Reason};
 use models::server::{InferenceClient, InferenceServer, ServerConfig};
 use serde::Serialize;
 
@@ -273,13 +274,67 @@ impl Tally {
 
     /// Adds a game that scored `points` (1, 0.5 or 0).
     fn add(&mut self, points: f64) {
-        if points > 0.75 {
-            self.wins += 1;
-        } else if points > 0.25 {
-            self.draws += 1;
-        } else {
-            self.losses += 1;
+        *pick(points, &mut self.wins, &mut self.draws, &mut self.losses) += 1;
+    }
+}
+
+/// The one of `wins`, `draws` and `losses` that a game scoring `points`
+/// (1, 0.5 or 0) counts in.
+fn pick<'a, T>(points: f64, wins: &'a mut T, draws: &'a mut T, losses: &'a mut T) -> &'a mut T {
+    if points > 0.75 {
+        wins
+    } else if points > 0.25 {
+        draws
+    } else {
+        losses
+    }
+}
+
+/// How player 1's wins, draws and losses ended: games per reason. A score
+/// alone does not say whether a net mates or only outlasts a baseline's
+/// king-quota slips, nor whether its draws are the length cap.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Endings {
+    pub wins: BTreeMap<Reason, u32>,
+    pub draws: BTreeMap<Reason, u32>,
+    pub losses: BTreeMap<Reason, u32>,
+}
+
+impl Endings {
+    fn add(&mut self, points: f64, reason: Reason) {
+        let Endings {
+            wins,
+            draws,
+            losses,
+        } = self;
+        *pick(points, wins, draws, losses).entry(reason).or_default() += 1;
+    }
+}
+
+/// `wins 35 king-quota, 11 checkmate; draws 24 adjudication; losses none`,
+/// most frequent first.
+impl fmt::Display for Endings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, counts)) in [
+            ("wins", &self.wins),
+            ("draws", &self.draws),
+            ("losses", &self.losses),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut counts: Vec<(Reason, u32)> = counts.iter().map(|(&r, &n)| (r, n)).collect();
+            counts.sort_by_key(|&(reason, n)| (std::cmp::Reverse(n), reason));
+            let list = counts
+                .iter()
+                .map(|(reason, n)| format!("{n} {reason}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let separator = if i == 0 { "" } else { "; " };
+            let list = if list.is_empty() { "none" } else { &list };
+            write!(f, "{separator}{name} {list}")?;
         }
+        Ok(())
     }
 }
 
@@ -336,6 +391,8 @@ pub struct Summary {
     pub forfeits: u32,
     /// Network moves chosen without a complete search (evaluator failures).
     pub eval_failures: u64,
+    /// How player 1's games ended.
+    pub endings: Endings,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sprt: Option<SprtReport>,
     pub seconds: f64,
@@ -703,6 +760,7 @@ pub fn play_match(
     let stop = AtomicBool::new(false);
     let mut finished: Vec<PlayedGame> = Vec::with_capacity(spec.games);
     let mut tally = Tally::default();
+    let mut endings = Endings::default();
     let mut decision = Decision::None;
     std::thread::scope(|scope| {
         let (sender, receiver) = mpsc::channel();
@@ -755,6 +813,7 @@ pub fn play_match(
                 Color::Black
             };
             tally.add(outcome.score(player1));
+            endings.add(outcome.score(player1), outcome.reason);
             if let Some(forfeit) = &done.forfeit {
                 tracing::warn!(game = done.index + 1, "{}", forfeit.note);
             }
@@ -839,6 +898,7 @@ pub fn play_match(
         elo_ci95,
         forfeits,
         eval_failures,
+        endings,
         sprt,
         seconds,
     };
@@ -868,6 +928,32 @@ mod tests {
             draws,
             losses,
         }
+    }
+
+    #[test]
+    fn endings_count_each_result_by_reason() {
+        let mut endings = Endings::default();
+        for (points, reason) in [
+            (1.0, Reason::KingQuota),
+            (1.0, Reason::Checkmate),
+            (1.0, Reason::KingQuota),
+            (0.5, Reason::Adjudication),
+            (0.5, Reason::Stalemate),
+        ] {
+            endings.add(points, reason);
+        }
+        assert_eq!(endings.wins[&Reason::KingQuota], 2);
+        assert_eq!(endings.wins[&Reason::Checkmate], 1);
+        assert_eq!(endings.draws.len(), 2);
+        assert!(endings.losses.is_empty());
+        // Most frequent first; ties in the rules' order of reasons.
+        assert_eq!(
+            endings.to_string(),
+            "wins 2 king-quota, 1 checkmate; draws 1 stalemate, 1 adjudication; losses none"
+        );
+        let json = serde_json::to_value(&endings).unwrap();
+        assert_eq!(json["wins"]["king-quota"], 2);
+        assert_eq!(json["draws"]["adjudication"], 1);
     }
 
     #[test]
