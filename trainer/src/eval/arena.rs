@@ -271,23 +271,6 @@ impl Tally {
             n => (self.wins as f64 + 0.5 * self.draws as f64) / n as f64,
         }
     }
-
-    /// Adds a game that scored `points` (1, 0.5 or 0).
-    fn add(&mut self, points: f64) {
-        *pick(points, &mut self.wins, &mut self.draws, &mut self.losses) += 1;
-    }
-}
-
-/// The one of `wins`, `draws` and `losses` that a game scoring `points`
-/// (1, 0.5 or 0) counts in.
-fn pick<'a, T>(points: f64, wins: &'a mut T, draws: &'a mut T, losses: &'a mut T) -> &'a mut T {
-    if points > 0.75 {
-        wins
-    } else if points > 0.25 {
-        draws
-    } else {
-        losses
-    }
 }
 
 /// How player 1's wins, draws and losses ended: games per reason. A score
@@ -301,13 +284,26 @@ pub struct Endings {
 }
 
 impl Endings {
+    /// Adds a game that scored `points` (1, 0.5 or 0) for player 1.
     fn add(&mut self, points: f64, reason: Reason) {
-        let Endings {
-            wins,
-            draws,
-            losses,
-        } = self;
-        *pick(points, wins, draws, losses).entry(reason).or_default() += 1;
+        let counts = if points > 0.75 {
+            &mut self.wins
+        } else if points > 0.25 {
+            &mut self.draws
+        } else {
+            &mut self.losses
+        };
+        *counts.entry(reason).or_default() += 1;
+    }
+
+    /// The wins, draws and losses, whatever their reasons.
+    pub fn tally(&self) -> Tally {
+        let total = |counts: &BTreeMap<Reason, u32>| counts.values().sum();
+        Tally {
+            wins: total(&self.wins),
+            draws: total(&self.draws),
+            losses: total(&self.losses),
+        }
     }
 }
 
@@ -315,24 +311,22 @@ impl Endings {
 /// most frequent first.
 impl fmt::Display for Endings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (name, counts)) in [
+        let mut separator = "";
+        for (name, counts) in [
             ("wins", &self.wins),
             ("draws", &self.draws),
             ("losses", &self.losses),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let mut counts: Vec<(Reason, u32)> = counts.iter().map(|(&r, &n)| (r, n)).collect();
+        ] {
+            let mut counts: Vec<(&Reason, &u32)> = counts.iter().collect();
             counts.sort_by_key(|&(reason, n)| (std::cmp::Reverse(n), reason));
             let list = counts
                 .iter()
                 .map(|(reason, n)| format!("{n} {reason}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            let separator = if i == 0 { "" } else { "; " };
             let list = if list.is_empty() { "none" } else { &list };
             write!(f, "{separator}{name} {list}")?;
+            separator = "; ";
         }
         Ok(())
     }
@@ -759,7 +753,6 @@ pub fn play_match(
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let mut finished: Vec<PlayedGame> = Vec::with_capacity(spec.games);
-    let mut tally = Tally::default();
     let mut endings = Endings::default();
     let mut decision = Decision::None;
     std::thread::scope(|scope| {
@@ -812,7 +805,6 @@ pub fn play_match(
             } else {
                 Color::Black
             };
-            tally.add(outcome.score(player1));
             endings.add(outcome.score(player1), outcome.reason);
             if let Some(forfeit) = &done.forfeit {
                 tracing::warn!(game = done.index + 1, "{}", forfeit.note);
@@ -835,6 +827,7 @@ pub fn play_match(
             ));
             finished.push(done);
             if let (Some(sprt), Decision::None) = (&spec.sprt, decision) {
+                let tally = endings.tally();
                 decision = sprt.report(tally.wins, tally.draws, tally.losses).result;
                 if decision != Decision::None {
                     // Games in flight still finish; no new one starts.
@@ -879,6 +872,7 @@ pub fn play_match(
             .with_context(|| format!("writing {}", path.display()))?;
     }
 
+    let tally = endings.tally();
     let (elo, elo_ci95) = elo_with_ci(&tally);
     // The LLR over every game played; the result is the bound crossed first.
     let sprt = spec.sprt.map(|sprt| SprtReport {
