@@ -71,6 +71,8 @@ impl ServerConfig {
 pub struct ServerStats {
     pub batches: AtomicU64,
     pub positions: AtomicU64,
+    /// The most positions in one forward pass.
+    pub largest: AtomicU64,
 }
 
 impl ServerStats {
@@ -417,16 +419,21 @@ fn serve(
     inputs.reserve(max_batch * input_len);
     let mut indices = Staging::new(Kind::Int64, device);
     let mut flat: Vec<i64> = Vec::new();
+    // A job that did not fit into the last batch.
+    let mut next: Option<CallerBatch> = None;
     loop {
-        let first = crossbeam_channel::select_biased! {
-            recv(own) -> control => match control {
-                Ok(Control::Run(task)) => {
-                    task(&mut net);
-                    continue;
-                }
-                Ok(Control::Stop) | Err(_) => return,
+        let first = match next.take() {
+            Some(job) => Ok(job),
+            None => crossbeam_channel::select_biased! {
+                recv(own) -> control => match control {
+                    Ok(Control::Run(task)) => {
+                        task(&mut net);
+                        continue;
+                    }
+                    Ok(Control::Stop) | Err(_) => return,
+                },
+                recv(shared) -> job => job,
             },
-            recv(shared) -> job => job,
         };
         // The server holds a sender, so the shared queue outlives the replicas.
         let Ok(first) = first else { return };
@@ -435,6 +442,14 @@ fn serve(
         let deadline = Instant::now() + wait;
         while positions < max_batch {
             match shared.recv_deadline(deadline) {
+                // A job that would take the batch past max_batch starts the
+                // next one instead: on a GPU every size above max_batch is a
+                // shape of its own (1,025 to 1,031 positions with 8 leaves a
+                // caller), padded to no power of two.
+                Ok(job) if positions + job.batch.move_counts.len() > max_batch => {
+                    next = Some(job);
+                    break;
+                }
                 Ok(job) => {
                     positions += job.batch.move_counts.len();
                     jobs.push(job);
@@ -469,6 +484,7 @@ fn serve(
         stats
             .positions
             .fetch_add(positions as u64, Ordering::Relaxed);
+        stats.largest.fetch_max(positions as u64, Ordering::Relaxed);
         match result {
             Ok(answers) => answer(jobs, &answers, flat.len(), positions),
             Err(panic) => {
@@ -840,6 +856,30 @@ mod tests {
         );
         assert!(worst_value <= 0.02, "value differs by {worst_value}");
         assert!(worst_tv <= 0.02, "policy total variation {worst_tv}");
+    }
+
+    #[test]
+    fn batches_stop_at_max_batch() {
+        // Six callers of 3 positions and room for 4: two callers' positions
+        // never share a pass, so each pass is 3 positions.
+        let server = server(4);
+        let pos = Position::start();
+        let moves = pos.legal_moves();
+        let history = [pos];
+        let request = EvalRequest::new(&history, &moves);
+        let expected = server.client().evaluate(&request).unwrap();
+        from_many_threads(&server, &request, 6, 3, |eval| {
+            assert_same_policy(eval, &expected)
+        });
+        let client = server.client();
+        let stats = client.stats();
+        assert_eq!(stats.largest.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.positions.load(Ordering::Relaxed), 1 + 6 * 10 * 3);
+        assert_eq!(stats.batches.load(Ordering::Relaxed), 1 + 6 * 10);
+        // A caller with more than max_batch positions still gets one pass.
+        let answers = client.evaluate_batch(&[request; 6]).unwrap();
+        assert_eq!(answers.len(), 6);
+        assert_eq!(stats.largest.load(Ordering::Relaxed), 6);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::config::Config;
 use crate::selfplay::data::{GameRecord, MoveRecord};
-use crate::selfplay::run_workers;
+use crate::selfplay::{run_workers, Throughput};
 use crate::training::replay::{Batch, ReplayBuffer};
 use crate::training::state::TrainState;
 
@@ -443,10 +443,14 @@ pub struct SelfPlayRow {
     pub seconds: f64,
     pub games: u64,
     pub games_per_hour: f64,
-    /// Moves of finished games per second.
+    /// Moves per second, of every game (those still running included).
     pub positions_per_s: f64,
+    /// Positions the searches evaluated per second.
     pub nodes_per_s: f64,
     pub mean_batch: f64,
+    /// The most positions in one forward pass (at most `max_batch`, unless
+    /// one search alone sends more).
+    pub largest_batch: u64,
     /// Distinct positions at ply 10 among the games that got there.
     pub distinct_ply10_share: f64,
 }
@@ -472,6 +476,7 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
     let (tx, rx) = crossbeam_channel::unbounded();
     let stop = AtomicBool::new(false);
     let network = AtomicU32::new(0);
+    let throughput = Throughput::default();
     let start = Instant::now();
     let (games, plies, nodes, ply10) = std::thread::scope(|scope| {
         let workers = scope.spawn(|| {
@@ -481,22 +486,23 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
                 evaluator,
                 &network,
                 &AtomicU64::new(0),
+                &throughput,
                 &stop,
                 seed,
                 tx,
             )
         });
-        let (mut games, mut plies, mut nodes) = (0u64, 0u64, 0u64);
+        let mut games = 0u64;
         let mut ply10 = Vec::new();
         let deadline = start + Duration::from_secs_f64(seconds);
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             if let Ok(finished) = rx.recv_timeout(left) {
                 games += 1;
-                plies += finished.stats.plies as u64;
-                nodes += finished.stats.nodes;
                 ply10.extend(finished.stats.key_at_ply10);
             }
         }
+        let plies = throughput.plies.load(Ordering::Relaxed);
+        let nodes = throughput.nodes.load(Ordering::Relaxed);
         // Games still running stop at their next search.
         stop.store(true, Ordering::SeqCst);
         if let Some(server) = server {
@@ -524,7 +530,8 @@ pub fn selfplay_row(config: &Config, backend: Backend, seconds: f64, seed: u64) 
         games_per_hour: games as f64 * 3600.0 / elapsed,
         positions_per_s: plies as f64 / elapsed,
         nodes_per_s: nodes as f64 / elapsed,
-        mean_batch: client.map_or(0.0, |c| c.stats().mean_batch()),
+        mean_batch: client.as_ref().map_or(0.0, |c| c.stats().mean_batch()),
+        largest_batch: client.map_or(0, |c| c.stats().largest.load(Ordering::Relaxed)),
         distinct_ply10_share: distinct as f64 / reached.max(1) as f64,
     }
 }

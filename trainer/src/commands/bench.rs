@@ -265,7 +265,7 @@ fn selfplay(args: BenchSelfplayArgs) -> Result<()> {
     let row = bench::selfplay_row(&config, backend, args.seconds, 1);
     report(args.json, &row, || {
         format!(
-            "{} ({}, {} workers): {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1}), {:.0}% distinct at ply 10",
+            "{} ({}, {} workers): {} games in {:.0} s: {:.0} games/hour, {:.1} positions/s, {:.0} nodes/s (mean batch {:.1}, largest {}), {:.0}% distinct at ply 10",
             row.net,
             row.backend,
             row.workers,
@@ -275,6 +275,7 @@ fn selfplay(args: BenchSelfplayArgs) -> Result<()> {
             row.positions_per_s,
             row.nodes_per_s,
             row.mean_batch,
+            row.largest_batch,
             100.0 * row.distinct_ply10_share
         )
     })

@@ -16,7 +16,7 @@ use store::Store;
 use super::upload::Uploader;
 use super::{DistributedError, TRAINER};
 use crate::config::Config;
-use crate::selfplay::{self, Finished};
+use crate::selfplay::{self, Finished, Throughput};
 
 /// One worker process's settings.
 #[derive(Clone, Debug)]
@@ -189,6 +189,7 @@ pub fn run(
     let network = AtomicU32::new(record_id(&pointer));
     let train_step = AtomicU64::new(pointer.step);
     let workers_stop = AtomicBool::new(false);
+    let throughput = Throughput::default();
     let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
     let mut current = pointer;
     let mut loaded_at = Instant::now();
@@ -201,6 +202,7 @@ pub fn run(
                 &client,
                 &network,
                 &train_step,
+                &throughput,
                 &workers_stop,
                 session.seed,
                 games_tx,

@@ -114,8 +114,6 @@ impl SelfPlayConfig {
 #[derive(Clone, Debug, Default)]
 pub struct GameStats {
     pub plies: usize,
-    /// Evaluations its searches asked for.
-    pub nodes: u64,
     /// Positions where rule 5 left only king moves.
     pub king_forced: u64,
     /// Positions where rule 6 banned a kind.
@@ -163,13 +161,25 @@ fn adjudicate(config: &SelfPlayConfig, pos: &Position) -> Outcome {
     }
 }
 
+/// Work done by self-play's workers as it happens, the games still running
+/// included: rates taken from finished games alone miss the long games in
+/// progress, which with hundreds of workers on a GPU is most of the work.
+#[derive(Debug, Default)]
+pub struct Throughput {
+    /// Positions the searches evaluated.
+    pub nodes: AtomicU64,
+    /// Moves played.
+    pub plies: AtomicU64,
+}
+
 /// Plays one game from the start position, or a sparse start for a
-/// `sparse_start_share` of games.
+/// `sparse_start_share` of games, adding its work to `throughput` move by move.
 pub fn play_game(
     config: &SelfPlayConfig,
     search_config: &SearchConfig,
     evaluator: &dyn Evaluator,
     network: u32,
+    throughput: &Throughput,
     rng: &mut SmallRng,
 ) -> Result<(GameRecord, GameStats), EvalError> {
     // No draw at a share of 0, so that such runs replay as before it existed.
@@ -217,7 +227,9 @@ pub fn play_game(
         } else {
             search.run(evaluator, config.fast_playouts)?;
         }
-        stats.nodes += search.evaluations() - before;
+        throughput
+            .nodes
+            .fetch_add(search.evaluations() - before, Ordering::Relaxed);
         let value = search.root_wdl().value();
 
         if full {
@@ -255,6 +267,7 @@ pub fn play_game(
         });
         game.play_unchecked(mv);
         search.advance(mv);
+        throughput.plies.fetch_add(1, Ordering::Relaxed);
     };
     stats.plies = moves.len();
     stats.false_resign = stats
@@ -278,7 +291,8 @@ pub struct Finished {
 /// Runs `config.workers` threads of self-play until `stop` is set, sending
 /// each finished game over `games`. A game in progress ends with the stop
 /// only when the evaluator stops answering (shut the server down to cut it).
-/// `train_step` (the trainer's progress) anneals the capture prior.
+/// `train_step` (the trainer's progress) anneals the capture prior, and
+/// `throughput` counts the work as it is done.
 #[allow(clippy::too_many_arguments)]
 pub fn run_workers(
     config: &SelfPlayConfig,
@@ -286,6 +300,7 @@ pub fn run_workers(
     evaluator: &(dyn Evaluator + Sync),
     network: &AtomicU32,
     train_step: &AtomicU64,
+    throughput: &Throughput,
     stop: &AtomicBool,
     seed: u64,
     games: Sender<Finished>,
@@ -306,7 +321,7 @@ pub fn run_workers(
                         ),
                         ..*search_config
                     };
-                    match play_game(config, &search_config, evaluator, id, &mut rng) {
+                    match play_game(config, &search_config, evaluator, id, throughput, &mut rng) {
                         Ok((record, stats)) => {
                             if games.send(Finished { record, stats }).is_err() {
                                 return;
@@ -367,11 +382,13 @@ mod tests {
                 ..config()
             };
             let mut rng = SmallRng::seed_from_u64(5);
+            let throughput = Throughput::default();
             let (record, stats) = play_game(
                 &config,
                 &SearchConfig::default(),
                 &UniformEvaluator,
                 3,
+                &throughput,
                 &mut rng,
             )
             .unwrap();
@@ -394,6 +411,12 @@ mod tests {
                 )),
             }
             assert!(record.moves.iter().any(|m| !m.visits.is_empty()));
+            // The throughput counts this game's moves and evaluations.
+            assert_eq!(
+                throughput.plies.load(Ordering::Relaxed),
+                record.moves.len() as u64
+            );
+            assert!(throughput.nodes.load(Ordering::Relaxed) > 0);
         }
     }
 
@@ -430,6 +453,7 @@ mod tests {
         let stop = AtomicBool::new(false);
         let network = AtomicU32::new(0);
         let step = AtomicU64::new(0);
+        let throughput = Throughput::default();
         let config = SelfPlayConfig {
             workers: 2,
             max_plies: 20,
@@ -443,6 +467,7 @@ mod tests {
                     &UniformEvaluator,
                     &network,
                     &step,
+                    &throughput,
                     &stop,
                     1,
                     tx,
@@ -450,6 +475,7 @@ mod tests {
             });
             let first = rx.recv().unwrap();
             assert!(first.stats.plies <= 20);
+            assert!(throughput.plies.load(Ordering::Relaxed) >= first.stats.plies as u64);
             stop.store(true, Ordering::Relaxed);
             handle.join().unwrap().unwrap();
         });

@@ -47,7 +47,7 @@ use crate::eval::rating::MATCHES_FILE;
 use crate::metrics::MetricsLog;
 use crate::run_dir::RunDir;
 use crate::selfplay::data::GameRecord;
-use crate::selfplay::{self, Finished};
+use crate::selfplay::{self, Finished, Throughput};
 use crate::training::progress::{Progress, Status};
 use crate::training::replay::{ReplayBuffer, ReuseLimiter};
 use crate::training::state::{StepStats, TrainState, ValueHeadWatch, DIVERGED_FIX};
@@ -98,7 +98,6 @@ struct SelfPlayTotals {
     plies: u64,
     /// Policy-target samples.
     samples: u64,
-    nodes: u64,
     white_wins: u64,
     black_wins: u64,
     draws: u64,
@@ -128,7 +127,6 @@ impl SelfPlayTotals {
             .iter()
             .filter(|m| !m.visits.is_empty())
             .count() as u64;
-        self.nodes += stats.nodes;
         match outcome.winner {
             Some(Color::White) => self.white_wins += 1,
             Some(Color::Black) => self.black_wins += 1,
@@ -335,6 +333,7 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
     let progress = Progress::new(session.minutes, session.progress_bars);
     let (games_tx, games_rx) = crossbeam_channel::unbounded::<Finished>();
     let workers_stop = AtomicBool::new(false);
+    let throughput = Throughput::default();
 
     // Without self-play the sender stays here, so that the loop waits on
     // an empty channel rather than finding it closed.
@@ -351,6 +350,7 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
                     &client,
                     &network,
                     &train_step,
+                    &throughput,
                     &workers_stop,
                     seed,
                     games_tx,
@@ -373,6 +373,7 @@ pub fn run(config: Config, dirs: &RunDir, session: Session) -> Result<()> {
             games: &games_rx,
             network: &network,
             train_step: &train_step,
+            throughput: &throughput,
             evaluations: evaluations.as_ref(),
             stop: &stop,
             deadline,
@@ -687,6 +688,8 @@ struct TrainLoop<'a> {
     games: &'a crossbeam_channel::Receiver<Finished>,
     network: &'a AtomicU32,
     train_step: &'a AtomicU64,
+    /// Self-play's work as it happens, for its rates.
+    throughput: &'a Throughput,
     evaluations: Option<&'a Evaluations>,
     stop: &'a AtomicBool,
     deadline: Option<Instant>,
@@ -763,6 +766,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         games,
         network,
         train_step,
+        throughput,
         evaluations,
         stop,
         deadline,
@@ -961,6 +965,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
         if last_log.elapsed() >= Duration::from_secs(10) {
             let (games0, nodes0, t0) = last_tally;
             let secs = t0.elapsed().as_secs_f64();
+            let nodes = throughput.nodes.load(Ordering::Relaxed);
             let step = start_step + steps_done;
             let n = tally.games.max(1) as f64;
             let rates = [
@@ -968,10 +973,11 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     "selfplay/games_per_hour",
                     (tally.games - games0) as f64 * 3600.0 / secs,
                 ),
-                ("selfplay/nodes_per_s", (tally.nodes - nodes0) as f64 / secs),
+                ("selfplay/nodes_per_s", (nodes - nodes0) as f64 / secs),
                 (
                     "selfplay/positions_per_s",
-                    tally.plies as f64 / started.elapsed().as_secs_f64(),
+                    throughput.plies.load(Ordering::Relaxed) as f64
+                        / started.elapsed().as_secs_f64(),
                 ),
                 (
                     "selfplay/samples_per_s",
@@ -1042,7 +1048,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     "progress"
                 );
             }
-            last_tally = (tally.games, tally.nodes, Instant::now());
+            last_tally = (tally.games, nodes, Instant::now());
             last_log = Instant::now();
         }
     }
