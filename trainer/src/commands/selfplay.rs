@@ -73,10 +73,16 @@ pub fn run(args: SelfPlayArgs) -> Result<()> {
         seed,
     };
     let summary = worker::run(&store, &config, &session, &stop)?;
-    let rate = summary.games as f64 / summary.seconds.max(1e-9);
+    let seconds = summary.seconds.max(1e-9);
     println!(
-        "worker {}: {} games in {} chunks, {} nets, {:.0} s ({rate:.2} games/s)",
-        summary.worker, summary.games, summary.chunks, summary.nets, summary.seconds
+        "worker {}: {} games in {} chunks, {} nets, {:.0} s ({:.2} games/s, {:.0} nodes/s)",
+        summary.worker,
+        summary.games,
+        summary.chunks,
+        summary.nets,
+        summary.seconds,
+        summary.games as f64 / seconds,
+        summary.nodes as f64 / seconds
     );
     Ok(())
 }

@@ -85,6 +85,8 @@ pub struct WorkerSummary {
     pub games: u64,
     /// Nets played with (the first included).
     pub nets: u64,
+    /// Positions its searches evaluated, unfinished games included.
+    pub nodes: u64,
     pub seconds: f64,
 }
 
@@ -283,6 +285,7 @@ pub fn run(
         summary.games += uploaded.games.len() as u64;
     }
     result?;
+    summary.nodes = throughput.nodes.load(Ordering::Relaxed);
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
