@@ -733,7 +733,7 @@ mod tests {
     }
 
     #[test]
-    fn replicas_answer_alike_and_each_runs_tasks() {
+    fn replicas_answer_alike_batch_up_to_max_and_each_run_tasks() {
         let server = server_with_replicas(4, 3);
         let pos = Position::start();
         let moves = pos.legal_moves();
@@ -743,6 +743,16 @@ mod tests {
         from_many_threads(&server, &request, 6, 3, |eval| {
             assert_same_policy(eval, &expected)
         });
+        // Callers of 3 positions and room for 4: batches stop at max_batch,
+        // so no two callers' positions share a pass.
+        let client = server.client();
+        let stats = client.stats();
+        assert_eq!(stats.largest.load(Ordering::Relaxed), 3);
+        assert_eq!(stats.positions.load(Ordering::Relaxed), 1 + 6 * 10 * 3);
+        assert_eq!(stats.batches.load(Ordering::Relaxed), 1 + 6 * 10);
+        // A caller with more than max_batch positions still gets one pass.
+        assert_eq!(client.evaluate_batch(&[request; 6]).unwrap().len(), 6);
+        assert_eq!(stats.largest.load(Ordering::Relaxed), 6);
         let names = server
             .client()
             .run_on_each(|_| std::thread::current().name().unwrap().to_string())
@@ -764,7 +774,6 @@ mod tests {
             let uniform = 1.0 / eval.policy.len() as f32;
             assert!(eval.policy.iter().all(|p| (p - uniform).abs() < 1e-6));
         });
-        let client = server.client();
         server.shutdown();
         assert_eq!(
             client.evaluate(&request).unwrap_err(),
@@ -856,30 +865,6 @@ mod tests {
         );
         assert!(worst_value <= 0.02, "value differs by {worst_value}");
         assert!(worst_tv <= 0.02, "policy total variation {worst_tv}");
-    }
-
-    #[test]
-    fn batches_stop_at_max_batch() {
-        // Six callers of 3 positions and room for 4: two callers' positions
-        // never share a pass, so each pass is 3 positions.
-        let server = server(4);
-        let pos = Position::start();
-        let moves = pos.legal_moves();
-        let history = [pos];
-        let request = EvalRequest::new(&history, &moves);
-        let expected = server.client().evaluate(&request).unwrap();
-        from_many_threads(&server, &request, 6, 3, |eval| {
-            assert_same_policy(eval, &expected)
-        });
-        let client = server.client();
-        let stats = client.stats();
-        assert_eq!(stats.largest.load(Ordering::Relaxed), 3);
-        assert_eq!(stats.positions.load(Ordering::Relaxed), 1 + 6 * 10 * 3);
-        assert_eq!(stats.batches.load(Ordering::Relaxed), 1 + 6 * 10);
-        // A caller with more than max_batch positions still gets one pass.
-        let answers = client.evaluate_batch(&[request; 6]).unwrap();
-        assert_eq!(answers.len(), 6);
-        assert_eq!(stats.largest.load(Ordering::Relaxed), 6);
     }
 
     #[test]
