@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check: proves in about 6 minutes (at most 9) that a `mixzero` binary
-# sees the GPU, keeps it busy and trains on it. Runs from the project root on a machine with
-# Python's torch 2.11.0 (CUDA build) and no Rust toolchain, with a binary
-# built beforehand on any Linux machine (see the README, "GPU check"):
+# The GPU check: proves in about 6 minutes (at most 9) that a `mixzero`
+# binary sees the GPU, keeps it busy and trains on it. Runs from the project
+# root on a machine with Python's torch 2.11.0 (CUDA build) and no Rust
+# toolchain, with a binary built beforehand on any Linux machine (see the
+# README, "GPU check"):
 #
 #   scripts/gpu-check.sh OUT_DIR [MIXZERO_BINARY]    # binary default: gpu-bin/mixzero
 #
