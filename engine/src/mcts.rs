@@ -123,6 +123,16 @@ pub struct SearchConfig {
     /// sees every move winning does not hurry to mate. Needs an evaluator
     /// with a moves-left estimate (`[net] moves_left_head`); others get none.
     pub moves_left_slope: f32,
+    /// What a draw is worth to the side to move at the root, in [-1, 1];
+    /// the opponent's nodes count it the other way, so the tree stays
+    /// zero-sum (lc0's draw score, `DrawScoreSideToMove`). It weighs every
+    /// node's draw share, rules' draws and the evaluator's draw
+    /// probabilities alike: a node's value is W - L + draw_score * D. Below
+    /// 0 each side of a self-play game steers away from repetitions and
+    /// dead positions, whose draws would otherwise fill the value targets.
+    /// Node statistics stay plain W - L and D, so a subtree kept after a
+    /// move is read from the new root side's point of view.
+    pub draw_score: f32,
 }
 
 impl Default for SearchConfig {
@@ -147,6 +157,7 @@ impl Default for SearchConfig {
             gumbel_c_scale: 0.1,
             moves_left_effect: 0.0,
             moves_left_slope: 0.0027,
+            draw_score: 0.0,
         }
     }
 }
@@ -178,6 +189,7 @@ impl SearchConfig {
         non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
         within("moves_left_effect", self.moves_left_effect, 0.0, 1.0)?;
         within("moves_left_slope", self.moves_left_slope, 0.0, 1.0)?;
+        within("draw_score", self.draw_score, -1.0, 1.0)?;
         within(
             "policy_temperature",
             self.policy_temperature,
@@ -249,6 +261,14 @@ impl Node {
     fn children(&self) -> std::ops::Range<usize> {
         self.first_child as usize..(self.first_child + self.child_count) as usize
     }
+
+    /// Mean value for the side that made `mv` (nothing before a visit),
+    /// its draws worth `draw_score` to that side.
+    fn q(&self, draw_score: f32) -> Option<f32> {
+        (self.visits > 0).then(|| {
+            ((self.value_sum + draw_score as f64 * self.draw_sum) / self.visits as f64) as f32
+        })
+    }
 }
 
 /// Visit statistics of one root move.
@@ -257,7 +277,8 @@ pub struct ChildStats {
     pub mv: Move,
     pub visits: u32,
     pub prior: f32,
-    /// Mean value for the side to move at the root, in [-1, 1].
+    /// Mean value for the side to move at the root, in [-1, 1], its draws
+    /// worth [`SearchConfig::draw_score`] (NaN before a visit).
     pub q: f32,
 }
 
@@ -517,10 +538,7 @@ impl Search {
             .map(|c| gumbel::ChildView {
                 prior: c.prior,
                 visits: c.visits,
-                q: match c.visits {
-                    0 => 0.0,
-                    n => (c.value_sum / n as f64) as f32,
-                },
+                q: c.q(self.config.draw_score).unwrap_or(0.0),
             })
             .collect();
         let sigma = gumbel::sigma(
@@ -591,10 +609,11 @@ impl Search {
         c.c_puct + c.c_puct_factor * ((parent_visits + c.c_puct_base + 1.0) / c.c_puct_base).ln()
     }
 
-    /// The child with the highest PUCT score, virtual losses counted; at a
-    /// root with forced playouts, first the visited child furthest below its
-    /// forced count, if any is.
-    fn best_child(&self, id: NodeId) -> NodeId {
+    /// The child with the highest PUCT score, virtual losses counted, draws
+    /// worth `draw_score` to the side to move at `id`; at a root with forced
+    /// playouts, first the visited child furthest below its forced count,
+    /// if any is.
+    fn best_child(&self, id: NodeId, draw_score: f32) -> NodeId {
         let parent = &self.nodes[id as usize];
         if id == ROOT {
             if let Some(halving) = &self.halving {
@@ -624,10 +643,11 @@ impl Search {
         }
         let vl = self.config.virtual_loss;
         let parent_n = parent.visits as f32 + parent.in_flight as f32 * vl;
-        let parent_q = if parent.visits > 0 {
-            -(parent.value_sum / parent.visits as f64) as f32
-        } else {
-            0.0
+        // The parent's statistics are its mover's: the side to move at `id`
+        // sees the value turned and the draws the same.
+        let parent_q = match parent.visits {
+            0 => 0.0,
+            n => ((-parent.value_sum + draw_score as f64 * parent.draw_sum) / n as f64) as f32,
         };
         let visited_prior: f32 = self.nodes[parent.children()]
             .iter()
@@ -650,7 +670,9 @@ impl Search {
         for (i, child) in self.nodes[parent.children()].iter().enumerate() {
             let n = child.visits as f32 + child.in_flight as f32 * vl;
             let q = if n > 0.0 {
-                (child.value_sum as f32 - child.in_flight as f32 * vl) / n
+                (child.value_sum as f32 + draw_score * child.draw_sum as f32
+                    - child.in_flight as f32 * vl)
+                    / n
             } else {
                 fpu
             };
@@ -696,7 +718,12 @@ impl Search {
                 NodeState::Unexpanded => break,
                 NodeState::Expanded => {}
             }
-            id = self.best_child(id);
+            // The draw score is the root side's; it turns at every ply.
+            let draw_score = match path.len() % 2 {
+                1 => self.config.draw_score,
+                _ => -self.config.draw_score,
+            };
+            id = self.best_child(id, draw_score);
             let mv = self.nodes[id as usize].mv.expect("children carry moves");
             pos = pos.after(mv);
             if pos.halfmove_clock() == 0 {
@@ -894,11 +921,7 @@ impl Search {
                 mv: c.mv.expect("children carry moves"),
                 visits: c.visits,
                 prior: c.prior,
-                q: if c.visits > 0 {
-                    (c.value_sum / c.visits as f64) as f32
-                } else {
-                    f32::NAN
-                },
+                q: c.q(self.config.draw_score).unwrap_or(f32::NAN),
             })
             .collect()
     }

@@ -105,6 +105,7 @@ impl Config {
             ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
             ("encoder", "attacks", toml::Value::Boolean(false)),
             ("search", "moves_left_effect", toml::Value::Float(0.0)),
+            ("search", "draw_score", toml::Value::Float(0.0)),
             // Unused while the effect is 0; the play-time default, written once.
             (
                 "search",
@@ -315,6 +316,7 @@ mod tests {
             ("selfplay", "sparse_start_share"),
             ("encoder", "attacks"),
             ("search", "noised_root_fpu_reduction"),
+            ("search", "draw_score"),
         ] {
             saved[section].as_table_mut().unwrap().remove(key);
         }
@@ -327,6 +329,8 @@ mod tests {
         assert!(!old.encoder.attacks);
         assert_eq!(old.training.moves_left_weight, 0.0);
         assert_eq!(old.selfplay.sparse_start_share, 0.0);
+        assert_eq!(old.search.draw_score, 0.0);
+        assert_ne!(default.search.draw_score, 0.0);
         // A config saved now names the keys: they keep their values.
         assert_eq!(
             Config::parse_saved(&default.to_toml(), "new run").unwrap(),

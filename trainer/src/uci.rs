@@ -39,6 +39,8 @@ pub struct NetSettings {
     pub root: RootSearch,
     /// `[search] moves_left_effect` (0 = off).
     pub moves_left_effect: f32,
+    /// `[search] draw_score`: a draw's worth to the engine (0 = a draw).
+    pub draw_score: f32,
 }
 
 /// A loaded network with its inference server and search.
@@ -90,6 +92,7 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         policy_temperature: settings.policy_temperature,
         root: settings.root,
         moves_left_effect: settings.moves_left_effect,
+        draw_score: settings.draw_score,
         ..SearchConfig::default()
     };
     let player = MctsPlayer::new(std::sync::Arc::new(server.client()), 1, config);
@@ -177,6 +180,12 @@ impl UciSearcher for NetSearcher {
                 },
             },
             UciOption {
+                name: "DrawScore".to_string(),
+                kind: OptionKind::String {
+                    default: s.draw_score.to_string(),
+                },
+            },
+            UciOption {
                 name: "RootSearch".to_string(),
                 kind: OptionKind::Combo {
                     default: s.root.to_string(),
@@ -232,6 +241,14 @@ impl UciSearcher for NetSearcher {
                     .ok()
                     .filter(|e| (0.0..=1.0).contains(e))
                     .ok_or_else(|| format!("MovesLeftEffect `{text}` is not a number in [0, 1]"))?;
+            }
+            ("DrawScore", OptionValue::String(text)) => {
+                settings.draw_score = text
+                    .trim()
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|d| (-1.0..=1.0).contains(d))
+                    .ok_or_else(|| format!("DrawScore `{text}` is not a number in [-1, 1]"))?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),

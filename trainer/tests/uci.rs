@@ -133,8 +133,10 @@ fn scripted_session() {
     gui.send("setoption name RootSearch value alphazero");
     gui.send("setoption name PolicyTemperature value 0");
     gui.send("setoption name MovesLeftEffect value 2");
+    gui.send("setoption name DrawScore value -1.5");
     let refused = gui.sync();
-    assert_eq!(errors(&refused).len(), 9, "{refused:?}");
+    assert_eq!(errors(&refused).len(), 10, "{refused:?}");
+    assert!(refused[9].contains("DrawScore `-1.5`"), "{refused:?}");
     assert!(refused[8].contains("MovesLeftEffect `2`"), "{refused:?}");
     assert!(refused[7].contains("PolicyTemperature `0`"), "{refused:?}");
     assert!(refused[5].contains("CapturePrior `1`"), "{refused:?}");
@@ -169,6 +171,7 @@ fn scripted_session() {
     // The network and search alone, with a Gumbel root.
     gui.send("setoption name CapturePrior value 0");
     gui.send("setoption name MovesLeftEffect value 0.0345");
+    gui.send("setoption name DrawScore value -0.3");
     gui.send("setoption name RootSearch value gumbel");
     assert!(gui.sync().is_empty(), "{}", gui.transcript());
     let (_, best) = gui.go("go");

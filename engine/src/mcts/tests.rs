@@ -240,6 +240,59 @@ fn repetition_in_the_tree_is_a_draw() {
     assert!(stats.visits == 0 || stats.q.abs() < 1e-6 || stats.q.is_nan());
 }
 
+/// Uniform priors; the side to move with Black's king on the a-file
+/// scores 0.45 - 0.55 and never draws, the other side the reverse: Black
+/// stands a little worse, and a decided game beats a draw only with contempt.
+struct BlackWorseOnTheAFile;
+
+impl Evaluator for BlackWorseOnTheAFile {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        let mut out = UniformEvaluator.evaluate_batch(requests)?;
+        for (eval, request) in out.iter_mut().zip(requests) {
+            let black = request.position().side_to_move() == Color::Black;
+            let worse = Wdl {
+                win: 0.45,
+                draw: 0.0,
+                loss: 0.55,
+            };
+            eval.wdl = if black { worse } else { worse.flipped() };
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn a_draw_score_below_zero_turns_the_root_side_from_a_repetition() {
+    // Black to move has two moves: Ka10 repeats the position a third time
+    // (a draw, 0) and Ka8 goes on a little worse (-0.1).
+    let mut g = game("k9/10/10/10/10/10/10/10/10/1Q7K w - - 0 17");
+    for m in ["k1i1", "a10a9", "i1k1", "a9a10", "k1i1", "a10a9", "i1k1"] {
+        let m = g.position().parse_move(m).unwrap();
+        g.play(m).unwrap();
+    }
+    let repeat = mv(g.position(), "a9a10");
+    let search = |draw_score: f32| {
+        let config = SearchConfig {
+            draw_score,
+            ..SearchConfig::default()
+        };
+        let mut s = Search::new(config, &g);
+        s.run(&BlackWorseOnTheAFile, 200).unwrap();
+        s
+    };
+    assert_eq!(search(0.0).best_move(), Some(repeat), "a draw beats -0.1");
+    let s = search(-0.3);
+    assert_ne!(s.best_move(), Some(repeat), "a draw at -0.3 does not");
+    let draw = s
+        .root_children()
+        .into_iter()
+        .find(|c| c.mv == repeat)
+        .unwrap();
+    assert!(draw.visits > 0 && (draw.q + 0.3).abs() < 1e-6, "{draw:?}");
+    // The root's own estimate stays the plain W - L and D.
+    assert!(s.root_wdl().value() >= -0.1 - 1e-6);
+}
+
 #[test]
 fn noise_changes_priors_but_keeps_a_distribution() {
     let mut s = from_the_start(SearchConfig {
@@ -520,7 +573,7 @@ fn a_root_reached_by_a_move_is_not_noised() {
     // of the reply moves untried.
     s.advance(s.best_move().unwrap());
     s.run(&Ranked, moves).unwrap();
-    assert!(visits(&s).iter().any(|&v| v == 0), "{:?}", visits(&s));
+    assert!(visits(&s).contains(&0), "{:?}", visits(&s));
 }
 
 #[test]

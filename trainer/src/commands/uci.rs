@@ -38,6 +38,10 @@ pub struct UciArgs {
     /// a shorter win or a longer loss (0 = off; needs a moves-left head).
     #[arg(long, default_value_t = SearchConfig::default().moves_left_effect)]
     moves_left_effect: f32,
+    /// A draw's worth to the engine, in [-1, 1] (lc0's draw score; below 0
+    /// it avoids draws, as against a weaker opponent).
+    #[arg(long, default_value_t = SearchConfig::default().draw_score, allow_negative_numbers = true)]
+    draw_score: f32,
 }
 
 pub fn run(args: UciArgs) -> Result<()> {
@@ -56,6 +60,11 @@ pub fn run(args: UciArgs) -> Result<()> {
         "--moves-left-effect {} is not a number in [0, 1]",
         args.moves_left_effect
     );
+    anyhow::ensure!(
+        (-1.0..=1.0).contains(&args.draw_score),
+        "--draw-score {} is not a number in [-1, 1]",
+        args.draw_score
+    );
     tracing::info!(device = ?models::device(), "uci");
     let searcher = NetSearcher::new(NetSettings {
         weights: args.weights,
@@ -67,6 +76,7 @@ pub fn run(args: UciArgs) -> Result<()> {
         policy_temperature: args.policy_temperature,
         root: args.root,
         moves_left_effect: args.moves_left_effect,
+        draw_score: args.draw_score,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }

@@ -149,7 +149,7 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
 const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
                            virtual_loss, win_check, capture_prior, policy_temperature, \
                            root (puct or gumbel), gumbel_considered, gumbel_c_visit, \
-                           gumbel_c_scale, moves_left_effect, moves_left_slope";
+                           gumbel_c_scale, moves_left_effect, moves_left_slope, draw_score";
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
@@ -192,6 +192,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "gumbel_c_scale" => search.gumbel_c_scale = real(0.0..1e3)?,
             "moves_left_effect" => search.moves_left_effect = number_in(key, value, 0.0..=1.0)?,
             "moves_left_slope" => search.moves_left_slope = number_in(key, value, 0.0..=1.0)?,
+            "draw_score" => search.draw_score = number_in(key, value, -1.0..=1.0)?,
             "win_check" => {
                 search.win_check = match value {
                     "1" | "true" => true,
@@ -226,7 +227,7 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
     format!(
         "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
          leaves={};virtual_loss={};win_check={};capture_prior={};policy_temperature={};\
-         moves_left_effect={};moves_left_slope={};root={}{}",
+         moves_left_effect={};moves_left_slope={};draw_score={};root={}{}",
         weights.display(),
         search.c_puct,
         search.c_puct_base,
@@ -239,6 +240,7 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.policy_temperature,
         search.moves_left_effect,
         search.moves_left_slope,
+        search.draw_score,
         search.root,
         match search.root {
             // Gumbel's own settings, only where they count.
@@ -1174,6 +1176,7 @@ mod tests {
             win_check: false,
             moves_left_effect: 0.05,
             moves_left_slope: 0.004,
+            draw_score: -0.25,
             ..SearchConfig::default()
         };
         let gumbel = SearchConfig {
@@ -1211,6 +1214,7 @@ mod tests {
             "root=gumbel;gumbel_c_scale=-1",
             "moves_left_effect=1.5",
             "moves_left_slope=-0.1",
+            "draw_score=-1.5",
         ] {
             let spec = format!("{}:{bad}", dir.display());
             assert!(parse_spec(&spec).is_err(), "{spec}");
