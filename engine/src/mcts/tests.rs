@@ -220,14 +220,21 @@ fn subtree_is_kept_after_a_move() {
     assert_eq!(s.root_visits(), child_visits + 100);
 }
 
-#[test]
-fn repetition_in_the_tree_is_a_draw() {
-    // Kings shuffling: a third occurrence scores exactly 0 and ends the line.
+/// Kings shuffling beside a White queen: Black to move, Ka10 repeats the
+/// position a third time, Ka8 is its other move.
+fn black_to_repeat_a_third_time() -> Game {
     let mut g = game("k9/10/10/10/10/10/10/10/10/1Q7K w - - 0 17");
     for m in ["k1i1", "a10a9", "i1k1", "a9a10", "k1i1", "a10a9", "i1k1"] {
         let m = g.position().parse_move(m).unwrap();
         g.play(m).unwrap();
     }
+    g
+}
+
+#[test]
+fn repetition_in_the_tree_is_a_draw() {
+    // A third occurrence scores exactly 0 and ends the line.
+    let g = black_to_repeat_a_third_time();
     let mut s = Search::new(SearchConfig::default(), &g);
     s.run(&Material, 200).unwrap();
     let back = g.position().parse_move("a9a10").unwrap();
@@ -263,13 +270,8 @@ impl Evaluator for BlackWorseOnTheAFile {
 
 #[test]
 fn a_draw_score_below_zero_turns_the_root_side_from_a_repetition() {
-    // Black to move has two moves: Ka10 repeats the position a third time
-    // (a draw, 0) and Ka8 goes on a little worse (-0.1).
-    let mut g = game("k9/10/10/10/10/10/10/10/10/1Q7K w - - 0 17");
-    for m in ["k1i1", "a10a9", "i1k1", "a9a10", "k1i1", "a10a9", "i1k1"] {
-        let m = g.position().parse_move(m).unwrap();
-        g.play(m).unwrap();
-    }
+    // Ka10 is a draw (0), Ka8 goes on a little worse (-0.1).
+    let g = black_to_repeat_a_third_time();
     let repeat = mv(g.position(), "a9a10");
     let search = |draw_score: f32| {
         let config = SearchConfig {
