@@ -57,6 +57,9 @@ impl std::fmt::Display for RootSearch {
 /// The policy temperatures a search accepts.
 pub const POLICY_TEMPERATURES: std::ops::RangeInclusive<f32> = 0.1..=10.0;
 
+/// The draw scores a search accepts: a draw is worth no more than a win.
+pub const DRAW_SCORES: std::ops::RangeInclusive<f32> = -1.0..=1.0;
+
 /// Search settings. [`SearchConfig::default`] is the play-time setting (no
 /// root noise); self-play's come from the `[search]` section of a run's
 /// config, every key given there.
@@ -189,7 +192,12 @@ impl SearchConfig {
         non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
         within("moves_left_effect", self.moves_left_effect, 0.0, 1.0)?;
         within("moves_left_slope", self.moves_left_slope, 0.0, 1.0)?;
-        within("draw_score", self.draw_score, -1.0, 1.0)?;
+        within(
+            "draw_score",
+            self.draw_score,
+            *DRAW_SCORES.start(),
+            *DRAW_SCORES.end(),
+        )?;
         within(
             "policy_temperature",
             self.policy_temperature,
@@ -643,12 +651,9 @@ impl Search {
         }
         let vl = self.config.virtual_loss;
         let parent_n = parent.visits as f32 + parent.in_flight as f32 * vl;
-        // The parent's statistics are its mover's: the side to move at `id`
-        // sees the value turned and the draws the same.
-        let parent_q = match parent.visits {
-            0 => 0.0,
-            n => ((-parent.value_sum + draw_score as f64 * parent.draw_sum) / n as f64) as f32,
-        };
+        // The parent's statistics are its mover's, whose draw score is the
+        // other side's: the side to move at `id` sees that value turned.
+        let parent_q = parent.q(-draw_score).map_or(0.0, |q| -q);
         let visited_prior: f32 = self.nodes[parent.children()]
             .iter()
             .filter(|c| c.visits + c.in_flight > 0)

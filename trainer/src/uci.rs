@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Result;
-use engine::mcts::{RootSearch, Search, SearchConfig, POLICY_TEMPERATURES};
+use engine::mcts::{RootSearch, Search, SearchConfig, DRAW_SCORES, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::uci::{
     OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
@@ -247,8 +247,10 @@ impl UciSearcher for NetSearcher {
                     .trim()
                     .parse::<f32>()
                     .ok()
-                    .filter(|d| (-1.0..=1.0).contains(d))
-                    .ok_or_else(|| format!("DrawScore `{text}` is not a number in [-1, 1]"))?;
+                    .filter(|d| DRAW_SCORES.contains(d))
+                    .ok_or_else(|| {
+                        format!("DrawScore `{text}` is not a number in {DRAW_SCORES:?}")
+                    })?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
+use engine::mcts::{RootSearch, SearchConfig, DRAW_SCORES, POLICY_TEMPERATURES};
 use engine::uci::run_uci;
 use trainer::uci::{NetSearcher, NetSettings};
 
@@ -61,8 +61,8 @@ pub fn run(args: UciArgs) -> Result<()> {
         args.moves_left_effect
     );
     anyhow::ensure!(
-        (-1.0..=1.0).contains(&args.draw_score),
-        "--draw-score {} is not a number in [-1, 1]",
+        DRAW_SCORES.contains(&args.draw_score),
+        "--draw-score {} is not a number in {DRAW_SCORES:?}",
         args.draw_score
     );
     tracing::info!(device = ?models::device(), "uci");

@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use engine::mcts::{RootSearch, SearchConfig, POLICY_TEMPERATURES};
+use engine::mcts::{RootSearch, SearchConfig, DRAW_SCORES, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::players::{play_out, player_from_spec, PlayedOut, Player, PlayerSpecError};
 use engine::search::Score;
@@ -192,7 +192,7 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "gumbel_c_scale" => search.gumbel_c_scale = real(0.0..1e3)?,
             "moves_left_effect" => search.moves_left_effect = number_in(key, value, 0.0..=1.0)?,
             "moves_left_slope" => search.moves_left_slope = number_in(key, value, 0.0..=1.0)?,
-            "draw_score" => search.draw_score = number_in(key, value, -1.0..=1.0)?,
+            "draw_score" => search.draw_score = number_in(key, value, DRAW_SCORES)?,
             "win_check" => {
                 search.win_check = match value {
                     "1" | "true" => true,
