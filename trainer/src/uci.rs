@@ -102,6 +102,20 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
     })
 }
 
+/// Option `name`'s `text` as a number in `range` (`shown` in the refusal).
+fn number_option(
+    name: &str,
+    text: &str,
+    range: impl std::ops::RangeBounds<f32>,
+    shown: &str,
+) -> Result<f32, String> {
+    text.trim()
+        .parse::<f32>()
+        .ok()
+        .filter(|x| range.contains(x))
+        .ok_or_else(|| format!("{name} `{text}` is not a number in {shown}"))
+}
+
 fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
     let pv = search.pv();
     let wdl = search.root_wdl();
@@ -215,42 +229,19 @@ impl UciSearcher for NetSearcher {
                     .ok_or_else(|| format!("CPuct `{text}` is not a positive number"))?;
             }
             ("CapturePrior", OptionValue::String(text)) => {
-                settings.capture_prior = text
-                    .trim()
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|c| (0.0..1.0).contains(c))
-                    .ok_or_else(|| format!("CapturePrior `{text}` is not a number in [0, 1)"))?;
+                settings.capture_prior = number_option(name, text, 0.0..1.0, "[0, 1)")?;
             }
             ("PolicyTemperature", OptionValue::String(text)) => {
-                settings.policy_temperature = text
-                    .trim()
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|t| POLICY_TEMPERATURES.contains(t))
-                    .ok_or_else(|| {
-                        format!(
-                            "PolicyTemperature `{text}` is not a number in {POLICY_TEMPERATURES:?}"
-                        )
-                    })?;
+                let shown = format!("{POLICY_TEMPERATURES:?}");
+                settings.policy_temperature =
+                    number_option(name, text, POLICY_TEMPERATURES, &shown)?;
             }
             ("MovesLeftEffect", OptionValue::String(text)) => {
-                settings.moves_left_effect = text
-                    .trim()
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|e| (0.0..=1.0).contains(e))
-                    .ok_or_else(|| format!("MovesLeftEffect `{text}` is not a number in [0, 1]"))?;
+                settings.moves_left_effect = number_option(name, text, 0.0..=1.0, "[0, 1]")?;
             }
             ("DrawScore", OptionValue::String(text)) => {
-                settings.draw_score = text
-                    .trim()
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|d| DRAW_SCORES.contains(d))
-                    .ok_or_else(|| {
-                        format!("DrawScore `{text}` is not a number in {DRAW_SCORES:?}")
-                    })?;
+                let shown = format!("{DRAW_SCORES:?}");
+                settings.draw_score = number_option(name, text, DRAW_SCORES, &shown)?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
             _ => return Err(format!("no option {name} of this type")),
