@@ -164,6 +164,11 @@ pub enum CappedValue {
     /// et al., "Time Limits in Reinforcement Learning", ICML 2018), so that
     /// the many capped games of a young net teach the value too.
     Search,
+    /// Each position's own full-search root value (lc0's q, all of it), so
+    /// that every capped position teaches the value what its own search
+    /// found rather than what the game's last search did, which in a
+    /// shuffle near the cap says a draw for every position before it.
+    Q,
 }
 
 impl ReplayBuffer {
@@ -461,6 +466,9 @@ impl TrainingSample {
         match (self.result_known, targets.capped_value) {
             (true, _) => Some(self.wdl),
             (false, CappedValue::Search) => self.capped_value.map(spread),
+            // `capped_value` is there exactly for self-play's capped games:
+            // an imported game's search value may be its adjudicated result.
+            (false, CappedValue::Q) => self.capped_value.map(|_| spread(self.search_value)),
             (false, CappedValue::None) => None,
         }
     }
@@ -1030,6 +1038,18 @@ mod tests {
             |got: &[f32], want: [f32; 3]| got.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6);
         assert!(close(&batch.wdl[..3], [0.0, 0.4, 0.6]), "{:?}", batch.wdl);
         assert!(close(&batch.wdl[3..6], [0.6, 0.4, 0.0]), "{:?}", batch.wdl);
+        // "q": each position its own search's value (ply 0's is the scripted
+        // game's 0.0), whatever q_share says: the result it would blend is
+        // that value too.
+        let own = Targets {
+            capped_value: CappedValue::Q,
+            q_share: 0.5,
+            ..RESULT_ONLY
+        };
+        let batch = build_batch(&samples, &encoder, &own);
+        assert_eq!(batch.value_mask, [1.0; 2]);
+        assert!(close(&batch.wdl[..3], [0.0, 1.0, 0.0]), "{:?}", batch.wdl);
+        assert!(close(&batch.wdl[3..6], [0.6, 0.4, 0.0]), "{:?}", batch.wdl);
         // Off, the capped game teaches no value.
         let batch = build_batch(&samples, &encoder, &RESULT_ONLY);
         assert_eq!(batch.value_mask, [0.0; 2]);
@@ -1046,6 +1066,7 @@ mod tests {
         let sample = training_sample(&game, 1, 1, 1);
         assert_eq!(sample.capped_value, None);
         assert!(!sample.teaches_value(&search));
+        assert!(!sample.teaches_value(&own));
     }
 
     #[test]
