@@ -4,6 +4,7 @@
 
 pub mod bootstrap;
 pub mod data;
+pub mod resign;
 pub mod starts;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -68,6 +69,10 @@ pub struct SelfPlayConfig {
     pub resign_consecutive: usize,
     /// Share of games played out without resigning, to measure false resignations.
     pub no_resign_share: f64,
+    /// Above 0, the threshold is calibrated on the no-resign games to keep
+    /// the share of would-be resignations that were wrong at or below this,
+    /// `resign_threshold` being the highest it may go ([`resign::Calibration`]).
+    pub resign_false_positive_target: f64,
     /// Plies after which a game is adjudicated.
     pub max_plies: usize,
     pub adjudication: Adjudication,
@@ -101,6 +106,12 @@ impl SelfPlayConfig {
             "must be at least 1".into()
         })?;
         within("no_resign_share", self.no_resign_share, 0.0, 1.0)?;
+        within(
+            "resign_false_positive_target",
+            self.resign_false_positive_target,
+            0.0,
+            1.0,
+        )?;
         check(self.max_plies >= 1, "max_plies", || {
             "must be at least 1".into()
         })?;
@@ -118,10 +129,15 @@ pub struct GameStats {
     pub king_forced: u64,
     /// Positions where rule 6 banned a kind.
     pub kind_banned: u64,
+    /// The threshold the game was played with.
+    pub resign_threshold: f32,
     /// A no-resign game in which a side would have resigned...
     pub would_resign: Option<Color>,
     /// ...and then did not lose.
     pub false_resign: bool,
+    /// In a no-resign game, the lowest threshold at which each side would
+    /// have resigned ([`resign::Streak::point`]), for the calibration.
+    pub resign_points: Option<[Option<f32>; 2]>,
     /// The game ended by resignation...
     pub resigned: bool,
     /// ...or at the length cap.
@@ -174,9 +190,11 @@ pub struct Throughput {
 
 /// Plays one game from the start position, or a sparse start for a
 /// `sparse_start_share` of games, adding its work to `throughput` move by move.
+/// A side resigns at `resign_threshold` (the config's, or its calibration).
 pub fn play_game(
     config: &SelfPlayConfig,
     search_config: &SearchConfig,
+    resign_threshold: f32,
     evaluator: &dyn Evaluator,
     network: u32,
     throughput: &Throughput,
@@ -194,10 +212,11 @@ pub fn play_game(
     let mut moves = Vec::new();
     let mut stats = GameStats {
         sparse,
+        resign_threshold,
         ..GameStats::default()
     };
     let may_resign = !rng.random_bool(config.no_resign_share);
-    let mut low_value_streak = [0usize; 2];
+    let mut streaks = [(); 2].map(|_| resign::Streak::new(config.resign_consecutive));
     let outcome = loop {
         if let Some(outcome) = game.outcome() {
             break outcome;
@@ -233,13 +252,8 @@ pub fn play_game(
         let value = search.root_wdl().value();
 
         if full {
-            let streak = &mut low_value_streak[us.index()];
-            *streak = if value <= config.resign_threshold {
-                *streak + 1
-            } else {
-                0
-            };
-            if *streak >= config.resign_consecutive {
+            let high = streaks[us.index()].push(value);
+            if high.is_some_and(|high| high <= resign_threshold) {
                 if may_resign {
                     stats.resigned = true;
                     break Outcome::win(!us, Reason::Resignation);
@@ -273,6 +287,9 @@ pub fn play_game(
     stats.false_resign = stats
         .would_resign
         .is_some_and(|c| outcome.winner != Some(!c));
+    if !may_resign {
+        stats.resign_points = Some(streaks.map(|s| s.point()));
+    }
     let record = GameRecord {
         start,
         moves,
@@ -306,6 +323,11 @@ pub fn run_workers(
     games: Sender<Finished>,
 ) -> Result<(), EvalError> {
     let failure: Arc<Mutex<Option<EvalError>>> = Arc::default();
+    let calibration = Mutex::new(resign::Calibration::new(
+        config.resign_threshold,
+        config.resign_false_positive_target,
+    ));
+    let calibration = &calibration;
     std::thread::scope(|scope| {
         for worker in 0..config.workers {
             let games = games.clone();
@@ -321,8 +343,23 @@ pub fn run_workers(
                         ),
                         ..*search_config
                     };
-                    match play_game(config, &search_config, evaluator, id, throughput, &mut rng) {
+                    let threshold = calibration.lock().expect("calibration lock").threshold();
+                    match play_game(
+                        config,
+                        &search_config,
+                        threshold,
+                        evaluator,
+                        id,
+                        throughput,
+                        &mut rng,
+                    ) {
                         Ok((record, stats)) => {
+                            if let Some(points) = stats.resign_points {
+                                calibration
+                                    .lock()
+                                    .expect("calibration lock")
+                                    .record(points, record.outcome);
+                            }
                             if games.send(Finished { record, stats }).is_err() {
                                 return;
                             }
@@ -367,6 +404,7 @@ mod tests {
             resign_threshold: -0.95,
             resign_consecutive: 2,
             no_resign_share: 0.0,
+            resign_false_positive_target: 0.0,
             max_plies: 60,
             adjudication: Adjudication::Draw,
             material_margin: 3,
@@ -386,6 +424,7 @@ mod tests {
             let (record, stats) = play_game(
                 &config,
                 &SearchConfig::default(),
+                config.resign_threshold,
                 &UniformEvaluator,
                 3,
                 &throughput,
@@ -445,6 +484,57 @@ mod tests {
         let pos = Position::from_fen("k9/10/10/10/10/10/10/10/10/1QQ6K w - - 0 30").unwrap();
         assert_eq!(adjudicate(&material, &pos).winner, Some(Color::White));
         assert_eq!(adjudicate(&config(), &pos).winner, None);
+    }
+
+    #[test]
+    fn a_side_resigns_at_its_threshold_and_no_resign_games_report_their_points() {
+        let play = |no_resign_share, threshold| {
+            let config = SelfPlayConfig {
+                no_resign_share,
+                full_search_share: 1.0,
+                temperature_plies: 0,
+                ..config()
+            };
+            let mut rng = SmallRng::seed_from_u64(9);
+            play_game(
+                &config,
+                &SearchConfig::default(),
+                threshold,
+                &UniformEvaluator,
+                0,
+                &Throughput::default(),
+                &mut rng,
+            )
+            .unwrap()
+        };
+        // At the highest threshold White resigns after its second search.
+        let (record, stats) = play(0.0, 1.0);
+        assert!(stats.resigned && stats.resign_points.is_none());
+        assert_eq!(record.moves.len(), 2);
+        assert_eq!(
+            record.outcome,
+            Outcome::win(Color::Black, Reason::Resignation)
+        );
+        // Played out, each side's point is the lowest of the highest values
+        // of its two searches in a row, and a would-be resigner is counted.
+        let (record, stats) = play(1.0, 1.0);
+        assert!(!stats.resigned);
+        assert_eq!(stats.would_resign, Some(Color::White));
+        let points = stats.resign_points.unwrap();
+        for color in [Color::White, Color::Black] {
+            let values: Vec<f32> = record
+                .moves
+                .iter()
+                .skip(color.index())
+                .step_by(2)
+                .map(|m| m.search_value)
+                .collect();
+            let expected = values
+                .windows(2)
+                .map(|w| w[0].max(w[1]))
+                .min_by(f32::total_cmp);
+            assert_eq!(points[color.index()], expected);
+        }
     }
 
     #[test]
