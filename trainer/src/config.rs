@@ -102,6 +102,7 @@ impl Config {
         for (section, key, then) in [
             ("net", "moves_left_head", toml::Value::Boolean(false)),
             ("training", "moves_left_weight", toml::Value::Float(0.0)),
+            ("training", "value_q_share", toml::Value::Float(0.0)),
             ("selfplay", "sparse_start_share", toml::Value::Float(0.0)),
             ("encoder", "attacks", toml::Value::Boolean(false)),
             ("search", "moves_left_effect", toml::Value::Float(0.0)),
@@ -313,6 +314,7 @@ mod tests {
         for (section, key) in [
             ("net", "moves_left_head"),
             ("training", "moves_left_weight"),
+            ("training", "value_q_share"),
             ("selfplay", "sparse_start_share"),
             ("encoder", "attacks"),
             ("search", "noised_root_fpu_reduction"),
@@ -328,6 +330,8 @@ mod tests {
         assert!(!old.net.moves_left_head);
         assert!(!old.encoder.attacks);
         assert_eq!(old.training.moves_left_weight, 0.0);
+        assert_eq!(old.training.value_q_share, 0.0);
+        assert_ne!(default.training.value_q_share, 0.0);
         assert_eq!(old.selfplay.sparse_start_share, 0.0);
         assert_eq!(old.search.draw_score, 0.0);
         assert_ne!(default.search.draw_score, 0.0);
