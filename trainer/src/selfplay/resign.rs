@@ -14,7 +14,7 @@ use engine::{Color, Outcome};
 /// Lowest threshold there is: a side resigns there only when every visit of
 /// `resign_consecutive` searches in a row found a loss. Where the
 /// calibration has too few games to go on, it stays here.
-pub const FLOOR: f32 = -1.0;
+const FLOOR: f32 = -1.0;
 
 /// Sides of no-resign games the calibration remembers: about the last 500
 /// such games, enough for a 5% rate to be measured within a couple of points
@@ -126,8 +126,9 @@ impl Calibration {
             wrong += !lost as usize;
             // Ties resign together: judge a threshold once all of them are in.
             let last_of_tie = sorted.get(i + 1).is_none_or(|next| next.0 > point);
+            // Sorted, so each threshold that qualifies is the highest yet.
             if last_of_tie && wrong as f64 <= self.target * (i + 1) as f64 {
-                threshold = threshold.max(point);
+                threshold = point;
             }
         }
         threshold
