@@ -108,8 +108,9 @@ struct SelfPlayTotals {
     sparse_adjudicated: u64,
     would_resign: u64,
     false_resign: u64,
-    /// Sum of the thresholds the games were played with.
-    resign_threshold: f64,
+    /// The threshold the latest game was played with: the totals are the
+    /// session's, and a mean would lag the calibration.
+    resign_threshold: f32,
     king_forced: u64,
     kind_banned: u64,
     /// Distinct positions at ply 10 among the games that got there.
@@ -140,7 +141,7 @@ impl SelfPlayTotals {
         self.sparse_adjudicated += (stats.sparse && stats.capped) as u64;
         self.would_resign += stats.would_resign.is_some() as u64;
         self.false_resign += stats.false_resign as u64;
-        self.resign_threshold += f64::from(stats.resign_threshold);
+        self.resign_threshold = stats.resign_threshold;
         self.king_forced += stats.king_forced;
         self.kind_banned += stats.kind_banned;
         if let Some(key) = stats.key_at_ply10 {
@@ -1002,7 +1003,7 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                     "selfplay/sparse_adjudicated_share",
                     tally.sparse_adjudicated as f64 / tally.sparse.max(1) as f64,
                 ),
-                ("selfplay/resign_threshold", tally.resign_threshold / n),
+                ("selfplay/resign_threshold", tally.resign_threshold.into()),
                 (
                     "selfplay/resign_false_positive_rate",
                     tally.false_resign as f64 / tally.would_resign.max(1) as f64,
