@@ -295,21 +295,26 @@ fn play_watch_and_training_in_a_browser() {
 #[test]
 fn an_arena_watched_live() {
     let Some(mut b) = browser() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("tiny.safetensors");
+    save_tiny_net(&weights);
+    // The network searches for its whole movetime, so every game lasts some
+    // seconds however fast the machine: the process ends with the match, and
+    // a match of alpha-beta players alone could end (it did, in half a
+    // second) before the page had looked twice.
+    let net = format!("{}:movetime=150", weights.display());
     let mut server = Server::start_exactly(&[
         "arena",
-        // Players slow enough (tens of ms a move) that the match lasts well
-        // beyond the page's first look even on a busy machine: the process
-        // ends with the match, and the page then sees no more moves.
         "--player",
-        "alphabeta:3",
+        &net,
         "--player",
-        "alphabeta:2",
+        "alphabeta:1",
         "--games",
-        "6",
+        "3",
         "--concurrency",
-        "2",
+        "1",
         "--max-plies",
-        "200",
+        "60",
         "--serve",
         "127.0.0.1:0",
     ]);
