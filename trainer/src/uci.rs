@@ -93,7 +93,7 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         root: settings.root,
         moves_left_effect: settings.moves_left_effect,
         draw_score: settings.draw_score,
-        ..SearchConfig::default()
+        ..SearchConfig::play()
     };
     let player = MctsPlayer::new(std::sync::Arc::new(server.client()), 1, config);
     Ok(Loaded {

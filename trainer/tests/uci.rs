@@ -67,7 +67,7 @@ fn scripted_session() {
         "option name Threads type spin default 1 min 0 max 256".to_string(),
         "option name BatchSize type spin default 8 min 1 max 1024".to_string(),
         "option name Playouts type spin default 0 min 0 max 1000000000".to_string(),
-        "option name RootSearch type combo default puct var puct var gumbel".to_string(),
+        "option name RootSearch type combo default gumbel var puct var gumbel".to_string(),
     ] {
         assert!(hello.contains(&option), "{option}: {hello:?}");
     }

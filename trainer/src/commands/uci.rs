@@ -23,24 +23,24 @@ pub struct UciArgs {
     #[arg(long, default_value_t = 0)]
     playouts: u64,
     /// PUCT exploration constant.
-    #[arg(long, default_value_t = SearchConfig::default().c_puct)]
+    #[arg(long, default_value_t = SearchConfig::play().c_puct)]
     c_puct: f32,
     /// Share of each node's prior moved onto its captures (0 = the network's priors alone).
-    #[arg(long, default_value_t = SearchConfig::default().capture_prior)]
+    #[arg(long, default_value_t = SearchConfig::play().capture_prior)]
     capture_prior: f32,
     /// The search's priors are the network's ^ (1 / this), renormalised (above 1 flattens them).
-    #[arg(long, default_value_t = SearchConfig::default().policy_temperature)]
+    #[arg(long, default_value_t = SearchConfig::play().policy_temperature)]
     policy_temperature: f32,
     /// How the root searches: puct, or gumbel (sequential halving over the playouts).
-    #[arg(long, default_value_t = SearchConfig::default().root)]
+    #[arg(long, default_value_t = SearchConfig::play().root)]
     root: RootSearch,
     /// lc0's moves-left utility: at most this much added to a move's score for
     /// a shorter win or a longer loss (0 = off; needs a moves-left head).
-    #[arg(long, default_value_t = SearchConfig::default().moves_left_effect)]
+    #[arg(long, default_value_t = SearchConfig::play().moves_left_effect)]
     moves_left_effect: f32,
     /// A draw's worth to the engine, in [-1, 1] (lc0's draw score; below 0
     /// it avoids draws, as against a weaker opponent).
-    #[arg(long, default_value_t = SearchConfig::default().draw_score, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = SearchConfig::play().draw_score, allow_negative_numbers = true)]
     draw_score: f32,
 }
 

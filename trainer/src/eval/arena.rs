@@ -127,7 +127,7 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
         _ => (
             spec,
             Budget::Playouts(DEFAULT_PLAYOUTS),
-            SearchConfig::default(),
+            SearchConfig::play(),
         ),
     };
     if !Path::new(path).exists() {
@@ -153,10 +153,10 @@ const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, le
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
-/// [`SearchConfig::default`].
+/// [`SearchConfig::play`].
 fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
     let mut budget = Budget::Playouts(DEFAULT_PLAYOUTS);
-    let mut search = SearchConfig::default();
+    let mut search = SearchConfig::play();
     for option in options.split(';').filter(|o| !o.is_empty()) {
         let Some((key, value)) = option.split_once('=') else {
             bail!("option `{option}` is not key=value");
@@ -1136,7 +1136,7 @@ mod tests {
             PlayerSpec::Network {
                 weights: weights.clone(),
                 budget: Budget::Playouts(7),
-                search: SearchConfig::default(),
+                search: SearchConfig::play(),
             }
         );
         let spec = format!("{}:movetime=250", weights.display());
@@ -1145,7 +1145,7 @@ mod tests {
             PlayerSpec::Network {
                 weights: weights.clone(),
                 budget: Budget::Movetime(Duration::from_millis(250)),
-                search: SearchConfig::default(),
+                search: SearchConfig::play(),
             }
         );
         let spec = format!(
@@ -1161,7 +1161,7 @@ mod tests {
                     capture_prior: 0.0,
                     c_puct: 2.5,
                     win_check: false,
-                    ..SearchConfig::default()
+                    ..SearchConfig::play()
                 },
             }
         );

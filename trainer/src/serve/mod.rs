@@ -133,7 +133,7 @@ pub fn run(args: ServeOptions) -> Result<()> {
             let started = InferenceServer::start(
                 net,
                 ServerConfig {
-                    max_batch: SearchConfig::default().leaves_in_flight * args.max_searches.max(1),
+                    max_batch: SearchConfig::play().leaves_in_flight * args.max_searches.max(1),
                     max_wait_us: 200,
                     threads: args.threads,
                     replicas: 1,

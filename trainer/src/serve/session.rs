@@ -200,7 +200,7 @@ impl Engine {
                 let net = hub.net.as_ref().ok_or(ProtocolError::NoNetwork)?;
                 let config = SearchConfig {
                     history: net.history,
-                    ..SearchConfig::default()
+                    ..SearchConfig::play()
                 };
                 let player = MctsPlayer::new(Arc::new(net.client.clone()), 1, config);
                 let name = match budget {
