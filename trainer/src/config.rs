@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn embedded_configs_parse() {
-        assert_eq!(Config::default_config().net.name(), "4x32");
+        assert_eq!(Config::default_config().net.name(), "2x32");
         assert_eq!(Config::gpu_config().net.name(), "15x192se");
         // The distillation configs the README's commands use.
         let distilled = include_str!("../../configs/distilled.toml");
@@ -237,11 +237,14 @@ mod tests {
         // Both recipes were measured without the attack planes the default has.
         assert!(Config::default_config().encoder.attacks);
         assert!(!config.encoder.attacks);
+        // ...and with the 4-block tower the default had then.
+        assert_eq!(config.net.name(), "4x32");
         let selfplay = include_str!("../../configs/distilled-selfplay.toml");
         let config = Config::parse(selfplay, "configs/distilled-selfplay.toml").unwrap();
         assert_eq!(config.search.capture_prior, 0.0);
         assert_eq!(config.replay.min_window, config.replay.max_window);
         assert!(!config.encoder.attacks);
+        assert_eq!(config.net.name(), "4x32");
     }
 
     /// `section.key` of every value in a TOML text's tables.
