@@ -46,7 +46,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// Server threads, each with its own copy of the network (at least 1).
     pub replicas: usize,
-    /// The replicas' number format: `auto` is bf16 on a GPU, fp32 on a CPU.
+    /// The replicas' number format: `auto` is bf16 on a GPU and on a CPU with
+    /// AMX tiles, fp32 on other CPUs.
     pub precision: Precision,
 }
 

@@ -71,7 +71,8 @@ pub struct TrainingConfig {
     /// batch-norm statistics still settling, take no full-size steps.
     pub warmup_steps: u64,
     /// Number format of the forward and backward passes: `auto` is bf16 on a
-    /// GPU (weights and optimizer state stay fp32), fp32 on a CPU.
+    /// GPU and on a CPU with AMX tiles (weights and optimizer state stay
+    /// fp32), fp32 on other CPUs.
     pub precision: Precision,
 }
 
