@@ -35,8 +35,8 @@ impl Precision {
     /// a CPU without bf16 matrix units, where bf16 convolutions are far
     /// slower (the default net served 25 times fewer positions/s on such a
     /// development machine, `mixzero bench nn --precision bf16`). With AMX
-    /// the 2x32 net served 1.9 times fp32's positions/s at batch 64, played
-    /// 1.5 times the self-play nodes/s and trained 1.65 times the steps/s
+    /// the 2x32 net served 1.88 times fp32's positions/s at batch 64, played
+    /// 1.47 times the self-play nodes/s and trained 1.65 times the steps/s
     /// (README, "Speed").
     pub fn kind(self, device: tch::Device) -> tch::Kind {
         match self {
@@ -51,7 +51,7 @@ impl Precision {
 /// Whether this CPU has Intel AMX's bf16 tile units and the operating system
 /// saves their state (XCR0's tile bits), which is what lets libtorch's oneDNN
 /// run bf16 convolutions and matrix products on them.
-pub fn cpu_has_bf16_tiles() -> bool {
+fn cpu_has_bf16_tiles() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__cpuid, __cpuid_count, _xgetbv};
