@@ -63,20 +63,15 @@ fn cpu_has_bf16_tiles() -> bool {
             _xgetbv(0)
         }
         // The cpuid intrinsics are safe from Rust 1.94 and unsafe before
-        // (the workspace supports 1.85).
+        // (the workspace supports 1.85). A leaf above the highest one reads
+        // as garbage, hence the check of leaf 0 before leaf 7 is believed.
         #[allow(unused_unsafe)]
-        let (max_leaf, leaf1_ecx) = unsafe {
-            let leaf0 = __cpuid(0);
-            (leaf0.eax, __cpuid(1).ecx)
-        };
-        if max_leaf < 7 || leaf1_ecx & (1 << 27) == 0 {
-            return false;
-        }
-        #[allow(unused_unsafe)]
-        let leaf7_edx = unsafe { __cpuid_count(7, 0).edx };
-        let tiles = leaf7_edx & (1 << 22) != 0 && leaf7_edx & (1 << 24) != 0;
-        // SAFETY: OSXSAVE is set, so XGETBV exists and XCR0 is readable.
-        tiles && unsafe { xcr0() } & (0b11 << 17) == 0b11 << 17
+        let (max_leaf, leaf1_ecx, leaf7_edx) =
+            unsafe { (__cpuid(0).eax, __cpuid(1).ecx, __cpuid_count(7, 0).edx) };
+        let osxsave = leaf1_ecx & (1 << 27) != 0;
+        let tiles = max_leaf >= 7 && leaf7_edx & (1 << 22) != 0 && leaf7_edx & (1 << 24) != 0;
+        // SAFETY: with OSXSAVE set, XGETBV exists and XCR0 is readable.
+        osxsave && tiles && unsafe { xcr0() } & (0b11 << 17) == 0b11 << 17
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
