@@ -183,6 +183,17 @@ impl EncoderConfig {
         }
     }
 
+    /// The planes [`encode`] fills with one value over the whole board: every
+    /// [`feature`] plane but the en passant squares. The net's input layer
+    /// reads them as one number per position rather than convolving them
+    /// (`net::Net`'s input layer), which is exact because they are uniform.
+    pub fn whole_board_planes(&self) -> Vec<usize> {
+        (0..feature::COUNT)
+            .filter(|&offset| offset != feature::EN_PASSANT)
+            .map(|offset| self.feature_plane(offset))
+            .collect()
+    }
+
     /// The plane at a [`rule`] offset in `side`'s rule 5/6 block.
     pub fn rule_plane(&self, side: Side, offset: usize) -> usize {
         self.feature_plane(feature::RULES + side as usize * rule::COUNT + offset)

@@ -387,6 +387,37 @@ fn matches_the_reference_on_random_games() {
     }
 }
 
+/// The planes the net's input layer reads as one number per position hold
+/// one value over the whole board in every encoding, and they are every
+/// feature plane but the en passant squares.
+#[test]
+fn whole_board_planes_hold_one_value() {
+    let config = config();
+    let planes = config.whole_board_planes();
+    assert_eq!(planes.len(), feature::COUNT - 1);
+    assert!(!planes.contains(&config.feature_plane(feature::EN_PASSANT)));
+    let names = plane_names(&config);
+    let mut seen_nonzero = HashSet::new();
+    for game in random_games(9, 8, 160) {
+        for end in 1..=game.len() {
+            let window = &game[end.saturating_sub(2)..end];
+            let out = encode_with(&config, window, (end % 3) as u8);
+            for &p in &planes {
+                let values = plane(&out, p);
+                assert!(values.iter().all(|&v| v == values[0]), "{}", names[p]);
+                if values[0] != 0.0 {
+                    seen_nonzero.insert(p);
+                }
+            }
+        }
+    }
+    // The games reach most of those states, so the check is not of zeros.
+    assert!(
+        seen_nonzero.len() * 4 >= planes.len() * 3,
+        "{seen_nonzero:?}"
+    );
+}
+
 #[test]
 fn history_planes_hold_previous_positions() {
     let config = config();
