@@ -5,7 +5,9 @@
 //! tch-rs's `vision/resnet.rs`.
 
 use serde::{Deserialize, Serialize};
-use tch::nn::{self, ModuleT};
+use std::sync::Mutex;
+
+use tch::nn;
 use tch::{Device, Kind, Tensor};
 
 use crate::encoding::EncoderConfig;
@@ -263,10 +265,98 @@ fn conv(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> nn::Conv2D {
     nn::conv2d(p, c_in, c_out, ksize, config)
 }
 
-fn conv_bn_relu(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> impl ModuleT {
-    let conv = conv(&p / "conv", c_in, c_out, ksize);
-    let bn = nn::batch_norm2d(&p / "bn", c_out, Default::default());
-    nn::func_t(move |xs, train| xs.apply(&conv).apply_t(&bn, train).relu())
+/// The batch norms' epsilon, which folding them needs too.
+const BN_EPS: f64 = 1e-5;
+
+/// A convolution without bias and the batch norm after it: every
+/// convolution of the trunk and of the heads' first layers.
+struct ConvBn {
+    conv: nn::Conv2D,
+    bn: nn::BatchNorm,
+}
+
+impl ConvBn {
+    fn new(conv_path: nn::Path, bn_path: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> ConvBn {
+        let config = nn::BatchNormConfig {
+            eps: BN_EPS,
+            ..Default::default()
+        };
+        ConvBn {
+            conv: conv(conv_path, c_in, c_out, ksize),
+            bn: nn::batch_norm2d(bn_path, c_out, config),
+        }
+    }
+
+    /// A layer at `p / "conv"` and `p / "bn"`.
+    fn at(p: &nn::Path, c_in: i64, c_out: i64, ksize: i64) -> ConvBn {
+        ConvBn::new(p / "conv", p / "bn", c_in, c_out, ksize)
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        xs.apply(&self.conv).apply_t(&self.bn, train)
+    }
+
+    /// The layer at inference as one convolution with a bias: the batch
+    /// norm's per-channel scale multiplies the weights, and its shift (the
+    /// running mean scaled, and the norm's own bias) becomes the bias. In
+    /// fp32, whatever the net's kind.
+    fn folded_weights(&self) -> (Tensor, Tensor) {
+        let bn = &self.bn;
+        let float = |t: &Tensor| t.to_kind(Kind::Float);
+        let gamma = bn.ws.as_ref().map(float).expect("affine batch norm");
+        let beta = bn.bs.as_ref().map(float).expect("affine batch norm");
+        let scale = gamma * (float(&bn.running_var) + BN_EPS).rsqrt();
+        let bias = beta - float(&bn.running_mean) * &scale;
+        let weights = float(&self.conv.ws) * scale.view([-1, 1, 1, 1]);
+        (weights, bias)
+    }
+
+    fn folded(&self, layout: Layout) -> FoldedConv {
+        let (weights, bias) = self.folded_weights();
+        FoldedConv::new(weights, bias, self.conv.ws.size()[2] / 2, layout)
+    }
+}
+
+/// How the inference form stores its 4-d tensors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    /// Channels last (`NHWC` in memory, `NCHW` to every operation): oneDNN
+    /// convolves such tensors without reordering them, and a 2x32 net
+    /// served 1.3-1.6 times as many positions a second on this project's
+    /// 2-core CPU; unmeasured on a GPU, which keeps the default order.
+    channels_last: bool,
+    kind: Kind,
+}
+
+impl Layout {
+    fn apply(self, xs: Tensor) -> Tensor {
+        match self.channels_last {
+            true => xs.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2]),
+            false => xs.contiguous(),
+        }
+    }
+}
+
+/// A convolution with a bias in the net's kind and the inference layout.
+struct FoldedConv {
+    weights: Tensor,
+    bias: Tensor,
+    padding: i64,
+}
+
+impl FoldedConv {
+    fn new(weights: Tensor, bias: Tensor, padding: i64, layout: Layout) -> FoldedConv {
+        FoldedConv {
+            weights: layout.apply(weights.to_kind(layout.kind)),
+            bias: bias.to_kind(layout.kind),
+            padding,
+        }
+    }
+
+    fn forward(&self, xs: &Tensor) -> Tensor {
+        let p = self.padding;
+        xs.conv2d(&self.weights, Some(&self.bias), [1, 1], [p, p], [1, 1], 1)
+    }
 }
 
 /// The first layer: a 3x3 convolution of the input planes, a batch norm and
@@ -279,13 +369,12 @@ fn conv_bn_relu(p: nn::Path, c_in: i64, c_out: i64, ksize: i64) -> impl ModuleT 
 /// encoded position, with 14% fewer multiply-adds in the 2x32 default net
 /// (38 of its 67 planes). The weights are the plain convolution's.
 struct InputLayer {
-    conv: nn::Conv2D,
-    bn: nn::BatchNorm,
+    layer: ConvBn,
     /// Indices of the planes convolved, then of the whole-board ones.
     spatial: Tensor,
     constant: Tensor,
-    /// `[9, 100]`: 1 where kernel tap `3 * dy + dx` of the output square
-    /// reads a square on the board (the rest is zero padding); the net's kind.
+    /// `[9, 100]` fp32: 1 where kernel tap `3 * dy + dx` of the output
+    /// square reads a square on the board (the rest is zero padding).
     on_board: Tensor,
 }
 
@@ -308,8 +397,7 @@ impl InputLayer {
             })
             .collect();
         InputLayer {
-            conv: conv(p / "conv", encoder.planes() as i64, c_out, 3),
-            bn: nn::batch_norm2d(p / "bn", c_out, Default::default()),
+            layer: ConvBn::at(p, encoder.planes() as i64, c_out, 3),
             spatial: Tensor::from_slice(&spatial).to_device(device),
             constant: Tensor::from_slice(&constant).to_device(device),
             on_board: Tensor::from_slice(&on_board)
@@ -319,72 +407,227 @@ impl InputLayer {
     }
 
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        self.convolve(xs).apply_t(&self.bn, train).relu()
+        let weights = &self.layer.conv.ws;
+        self.convolve(xs, weights, None)
+            .apply_t(&self.layer.bn, train)
+            .relu()
     }
 
-    /// The convolution of every plane, before the batch norm.
-    fn convolve(&self, xs: &Tensor) -> Tensor {
-        let weights = &self.conv.ws;
-        let c_out = weights.size()[0];
-        let planes = self.constant.size()[0];
+    /// The convolution of every plane by `weights` (the layer's, or its
+    /// folded ones) plus `bias`.
+    fn convolve(&self, xs: &Tensor, weights: &Tensor, bias: Option<&Tensor>) -> Tensor {
         let convolved = xs.index_select(1, &self.spatial).conv2d(
             &weights.index_select(1, &self.spatial),
-            None::<Tensor>,
+            bias,
             [1, 1],
             [1, 1],
             [1, 1],
             1,
         );
-        // `[planes, c_out * 100]`: each whole-board plane's response, from
-        // the weights of this call (training and checkpoint loads change
-        // them in place), about 1% of a 25-position batch's arithmetic.
-        let responses = weights
+        // Computed from the weights of this call (training and checkpoint
+        // loads change them in place), about 1% of a 25-position batch's
+        // arithmetic; the inference form computes them once.
+        let responses = self.responses(weights).flatten(1, -1);
+        let sums = self.values(xs).matmul(&responses).view_as(&convolved);
+        convolved + sums
+    }
+
+    /// `[planes, c_out, 100]`: each whole-board plane's response to
+    /// `weights` at every output square.
+    fn responses(&self, weights: &Tensor) -> Tensor {
+        let c_out = weights.size()[0];
+        let planes = self.constant.size()[0];
+        weights
             .index_select(1, &self.constant)
             .transpose(0, 1)
             .reshape([planes * c_out, 9])
-            .matmul(&self.on_board)
-            .view([planes, c_out * BOARD * BOARD]);
-        let values = xs.index_select(1, &self.constant).select(3, 0).select(2, 0);
-        convolved + values.matmul(&responses).view([-1, c_out, BOARD, BOARD])
+            .matmul(&self.on_board.to_kind(weights.kind()))
+            .view([planes, c_out, BOARD * BOARD])
+    }
+
+    /// `[N, planes]`: each position's whole-board planes, read at one square.
+    fn values(&self, xs: &Tensor) -> Tensor {
+        xs.select(3, 0).select(2, 0).index_select(1, &self.constant)
+    }
+
+    fn folded(&self, layout: Layout) -> FoldedInput {
+        let (weights, bias) = self.layer.folded_weights();
+        let responses = self.responses(&weights);
+        // `[planes, 100 * c_out]` in the order of the output's memory.
+        let responses = match layout.channels_last {
+            true => responses.transpose(1, 2),
+            false => responses,
+        };
+        FoldedInput {
+            conv: FoldedConv::new(weights.index_select(1, &self.spatial), bias, 1, layout),
+            responses: responses.contiguous().flatten(1, -1).to_kind(layout.kind),
+        }
+    }
+
+    /// The inference form of [`InputLayer::forward_t`].
+    fn forward_folded(&self, folded: &FoldedInput, xs: &Tensor, layout: Layout) -> Tensor {
+        let spatial = match layout.channels_last {
+            // One copy gathers the planes straight into channels-last order.
+            true => xs
+                .permute([0, 2, 3, 1])
+                .index_select(3, &self.spatial)
+                .permute([0, 3, 1, 2]),
+            false => xs.index_select(1, &self.spatial),
+        };
+        let mut convolved = folded.conv.forward(&spatial);
+        let n = xs.size()[0];
+        let c_out = convolved.size()[1];
+        let sums = self.values(xs).matmul(&folded.responses);
+        let sums = match layout.channels_last {
+            true => sums.view([n, BOARD, BOARD, c_out]).permute([0, 3, 1, 2]),
+            false => sums.view([n, c_out, BOARD, BOARD]),
+        };
+        convolved.g_add_(&sums).relu_()
     }
 }
 
+struct FoldedInput {
+    conv: FoldedConv,
+    /// `[planes, 100 * c_out]`.
+    responses: Tensor,
+}
+
 /// Squeeze-excitation: a per-channel gate computed from the board average.
-fn squeeze_excitation(p: nn::Path, channels: i64, ratio: i64) -> impl ModuleT {
-    let fc1 = nn::linear(&p / "fc1", channels, channels / ratio, Default::default());
-    let fc2 = nn::linear(&p / "fc2", channels / ratio, channels, Default::default());
-    nn::func_t(move |xs, _| {
+struct SqueezeExcitation {
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+    channels: i64,
+}
+
+impl SqueezeExcitation {
+    fn new(p: nn::Path, channels: i64, ratio: i64) -> SqueezeExcitation {
+        SqueezeExcitation {
+            fc1: nn::linear(&p / "fc1", channels, channels / ratio, Default::default()),
+            fc2: nn::linear(&p / "fc2", channels / ratio, channels, Default::default()),
+            channels,
+        }
+    }
+
+    fn forward(&self, xs: &Tensor) -> Tensor {
         let gate = xs
             .adaptive_avg_pool2d([1, 1])
             .flat_view()
-            .apply(&fc1)
+            .apply(&self.fc1)
             .relu()
-            .apply(&fc2)
+            .apply(&self.fc2)
             .sigmoid()
-            .view([-1, channels, 1, 1]);
+            .view([-1, self.channels, 1, 1]);
         xs * gate
-    })
+    }
 }
 
-fn residual_block(p: nn::Path, channels: i64, se_ratio: i64) -> impl ModuleT {
-    let conv1 = conv(&p / "conv1", channels, channels, 3);
-    let bn1 = nn::batch_norm2d(&p / "bn1", channels, Default::default());
-    let conv2 = conv(&p / "conv2", channels, channels, 3);
-    let bn2 = nn::batch_norm2d(&p / "bn2", channels, Default::default());
-    let se = (se_ratio > 0).then(|| squeeze_excitation(&p / "se", channels, se_ratio));
-    nn::func_t(move |xs, train| {
-        let ys = xs
-            .apply(&conv1)
-            .apply_t(&bn1, train)
-            .relu()
-            .apply(&conv2)
-            .apply_t(&bn2, train);
-        let ys = match &se {
-            Some(se) => ys.apply_t(se, train),
+struct ResidualBlock {
+    first: ConvBn,
+    second: ConvBn,
+    se: Option<SqueezeExcitation>,
+}
+
+impl ResidualBlock {
+    fn new(p: nn::Path, channels: i64, se_ratio: i64) -> ResidualBlock {
+        ResidualBlock {
+            first: ConvBn::new(&p / "conv1", &p / "bn1", channels, channels, 3),
+            second: ConvBn::new(&p / "conv2", &p / "bn2", channels, channels, 3),
+            se: (se_ratio > 0).then(|| SqueezeExcitation::new(&p / "se", channels, se_ratio)),
+        }
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        let ys = self.first.forward_t(xs, train).relu();
+        let ys = self.second.forward_t(&ys, train);
+        let ys = match &self.se {
+            Some(se) => se.forward(&ys),
             None => ys,
         };
         (xs + ys).relu()
-    })
+    }
+
+    fn forward_folded(&self, folded: &[FoldedConv; 2], xs: &Tensor) -> Tensor {
+        let ys = folded[0].forward(xs).relu_();
+        let ys = folded[1].forward(&ys);
+        let mut ys = match &self.se {
+            Some(se) => se.forward(&ys),
+            None => ys,
+        };
+        ys.g_add_(xs).relu_()
+    }
+}
+
+/// The policy head's layers (the reply head's too): a 3x3 convolution with
+/// batch norm and ReLU, then a 1x1 convolution to the move types,
+/// `[N, 89, 10, 10]`.
+struct PolicyHead {
+    hidden: ConvBn,
+    out: nn::Conv2D,
+}
+
+impl PolicyHead {
+    fn new(p: &nn::Path, channels: i64) -> PolicyHead {
+        PolicyHead {
+            hidden: ConvBn::at(&(p / "hidden"), channels, channels, 3),
+            out: nn::conv2d(
+                p / "out",
+                channels,
+                MOVE_TYPES as i64,
+                1,
+                Default::default(),
+            ),
+        }
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.hidden.forward_t(xs, train).relu().apply(&self.out)
+    }
+}
+
+/// A 1x1 convolution with batch norm and ReLU, then fully connected layers:
+/// `fcs[0]`, and for the value head a ReLU and `fcs[1]`. The value,
+/// material and moves-left heads.
+struct DenseHead {
+    conv: ConvBn,
+    fcs: Vec<nn::Linear>,
+}
+
+impl DenseHead {
+    fn new(p: &nn::Path, c_in: i64, channels: i64, widths: &[i64], names: &[&str]) -> DenseHead {
+        let mut inputs = channels * BOARD * BOARD;
+        let fcs = widths
+            .iter()
+            .zip(names)
+            .map(|(&width, &name)| {
+                let fc = nn::linear(p / name, inputs, width, Default::default());
+                inputs = width;
+                fc
+            })
+            .collect();
+        DenseHead {
+            conv: ConvBn::at(&(p / "conv"), c_in, channels, 1),
+            fcs,
+        }
+    }
+
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
+        self.dense(self.conv.forward_t(xs, train).relu())
+    }
+
+    fn forward_folded(&self, folded: &FoldedConv, xs: &Tensor) -> Tensor {
+        self.dense(folded.forward(xs).relu_())
+    }
+
+    fn dense(&self, features: Tensor) -> Tensor {
+        let mut ys = features.flatten(1, -1);
+        for (i, fc) in self.fcs.iter().enumerate() {
+            if i > 0 {
+                ys = ys.relu_();
+            }
+            ys = ys.apply(fc);
+        }
+        ys
+    }
 }
 
 /// The network and the variables it owns.
@@ -394,13 +637,33 @@ pub struct Net {
     /// The kind of its floating-point variables, which inputs are cast to.
     kind: Kind,
     input: InputLayer,
-    /// The residual blocks.
-    tower: nn::SequentialT,
-    policy: nn::FuncT<'static>,
-    value: nn::FuncT<'static>,
-    material: Option<nn::FuncT<'static>>,
-    moves_left: Option<nn::FuncT<'static>>,
-    reply: Option<nn::FuncT<'static>>,
+    tower: Vec<ResidualBlock>,
+    policy: PolicyHead,
+    value: DenseHead,
+    material: Option<DenseHead>,
+    moves_left: Option<DenseHead>,
+    reply: Option<PolicyHead>,
+    /// Every variable (shallow copies), whose version counters tell when
+    /// the weights changed in place.
+    variables: Vec<Tensor>,
+    /// The inference form [`Net::forward_search`] runs, and the variables'
+    /// version it was built at.
+    folded: Mutex<Option<(i64, Folded)>>,
+}
+
+/// The net at inference ([`Net::forward_search`]): every batch norm folded
+/// into the convolution before it, so that a layer is one convolution with a
+/// bias and an in-place ReLU, in the [`Layout`] the device convolves
+/// fastest. The same outputs as [`Net::forward_t`] without training, up to
+/// rounding.
+struct Folded {
+    layout: Layout,
+    input: FoldedInput,
+    tower: Vec<[FoldedConv; 2]>,
+    policy_hidden: FoldedConv,
+    policy_out: FoldedConv,
+    value: FoldedConv,
+    moves_left: Option<FoldedConv>,
 }
 
 /// Every head's output, for training.
@@ -441,110 +704,30 @@ impl Net {
         let c = arch.net.channels as i64;
 
         let input = InputLayer::new(&(&p / "input"), &arch.encoder, c);
-        let mut tower = nn::seq_t();
-        for i in 0..arch.net.blocks {
-            tower = tower.add(residual_block(
-                &p / "tower" / i,
-                c,
-                arch.net.se_ratio as i64,
-            ));
-        }
-
-        let policy_conv = conv_bn_relu(&p / "policy" / "hidden", c, c, 3);
-        let policy_out = nn::conv2d(
-            &p / "policy" / "out",
+        let tower = (0..arch.net.blocks)
+            .map(|i| ResidualBlock::new(&p / "tower" / i, c, arch.net.se_ratio as i64))
+            .collect();
+        let policy = PolicyHead::new(&(&p / "policy"), c);
+        let value = DenseHead::new(
+            &(&p / "value"),
             c,
-            MOVE_TYPES as i64,
-            1,
-            Default::default(),
+            arch.net.value_channels as i64,
+            &[arch.net.value_hidden as i64, 3],
+            &["fc1", "fc2"],
         );
-        let policy = nn::func_t(move |xs, train| {
-            xs.apply_t(&policy_conv, train)
-                .apply(&policy_out)
-                .flatten(1, -1)
-        });
-
-        let vc = arch.net.value_channels as i64;
-        let value_conv = conv_bn_relu(&p / "value" / "conv", c, vc, 1);
-        let value_fc1 = nn::linear(
-            &p / "value" / "fc1",
-            vc * BOARD * BOARD,
-            arch.net.value_hidden as i64,
-            Default::default(),
-        );
-        let value_fc2 = nn::linear(
-            &p / "value" / "fc2",
-            arch.net.value_hidden as i64,
-            3,
-            Default::default(),
-        );
-        let value = nn::func_t(move |xs, train| {
-            xs.apply_t(&value_conv, train)
-                .flatten(1, -1)
-                .apply(&value_fc1)
-                .relu()
-                .apply(&value_fc2)
-        });
-
-        let material = arch.net.material_head.then(|| {
-            let conv = conv_bn_relu(&p / "material" / "conv", c, MATERIAL_CHANNELS, 1);
-            let fc = nn::linear(
-                &p / "material" / "fc",
-                MATERIAL_CHANNELS * BOARD * BOARD,
-                1,
-                Default::default(),
-            );
-            nn::func_t(move |xs, train| {
-                xs.apply_t(&conv, train)
-                    .flatten(1, -1)
-                    .apply(&fc)
-                    .tanh()
-                    .view([-1])
-            })
-        });
-
-        // Softplus keeps the prediction positive without the dead units a
-        // ReLU output could leave.
-        let moves_left = arch.net.moves_left_head.then(|| {
-            let conv = conv_bn_relu(&p / "moves_left" / "conv", c, MOVES_LEFT_CHANNELS, 1);
-            let fc = nn::linear(
-                &p / "moves_left" / "fc",
-                MOVES_LEFT_CHANNELS * BOARD * BOARD,
-                1,
-                Default::default(),
-            );
-            nn::func_t(move |xs, train| {
-                xs.apply_t(&conv, train)
-                    .flatten(1, -1)
-                    .apply(&fc)
-                    .softplus()
-                    .view([-1])
-            })
-        });
-
-        // The policy head's layers, with the output flipped vertically: the
-        // trunk sees the board in the side to move's frame, the reply is
-        // indexed in the opponent's, which is the same board flipped by rank
-        // (`policy::to_frame`). Flipping the `[N, 89, 10, 10]` output maps the
-        // logit of a move from square s (opponent's frame) onto the trunk's
-        // features at that square, so the head stays local like the policy
-        // head; which move type a channel means is the head's to learn.
-        let reply = arch.net.reply_head.then(|| {
-            let hidden = conv_bn_relu(&p / "reply" / "hidden", c, c, 3);
-            let out = nn::conv2d(
-                &p / "reply" / "out",
-                c,
-                MOVE_TYPES as i64,
-                1,
-                Default::default(),
-            );
-            nn::func_t(move |xs, train| {
-                xs.apply_t(&hidden, train)
-                    .apply(&out)
-                    .flip([2])
-                    .flatten(1, -1)
-            })
-        });
+        let material = arch
+            .net
+            .material_head
+            .then(|| DenseHead::new(&(&p / "material"), c, MATERIAL_CHANNELS, &[1], &["fc"]));
+        let moves_left = arch
+            .net
+            .moves_left_head
+            .then(|| DenseHead::new(&(&p / "moves_left"), c, MOVES_LEFT_CHANNELS, &[1], &["fc"]));
+        let reply = arch
+            .net
+            .reply_head
+            .then(|| PolicyHead::new(&(&p / "reply"), c));
+        let variables = vs.variables().into_values().collect();
 
         Net {
             vs,
@@ -557,6 +740,8 @@ impl Net {
             material,
             moves_left,
             reply,
+            variables,
+            folded: Mutex::new(None),
         }
     }
 
@@ -566,54 +751,125 @@ impl Net {
     pub fn forward_t(&self, xs: &Tensor, train: bool) -> (Tensor, Tensor) {
         let trunk = self.trunk(xs, train);
         (
-            trunk.apply_t(&self.policy, train),
-            trunk.apply_t(&self.value, train),
+            self.policy_logits(&trunk, train),
+            self.value.forward_t(&trunk, train),
         )
     }
 
     /// What a search asks for: [`Net::forward_t`]'s policy and value
-    /// logits, and, if `moves_left` and the net has the head, its prediction
-    /// `[N]` (in units of [`MOVES_LEFT_UNIT`] plies).
+    /// logits without training, and, if `moves_left` and the net has the
+    /// head, its prediction `[N]` (in units of [`MOVES_LEFT_UNIT`] plies).
+    /// Runs the inference form ([`Folded`]), rebuilt first if the weights
+    /// changed since it was built; call it without gradients.
     pub fn forward_search(
         &self,
         xs: &Tensor,
         moves_left: bool,
     ) -> (Tensor, Tensor, Option<Tensor>) {
-        let trunk = self.trunk(xs, false);
-        (
-            trunk.apply_t(&self.policy, false),
-            trunk.apply_t(&self.value, false),
-            self.moves_left
+        let version: i64 = self.variables.iter().map(Tensor::internal_version).sum();
+        let mut cached = self.folded.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.as_ref().is_none_or(|(built, _)| *built != version) {
+            *cached = Some((version, tch::no_grad(|| self.fold())));
+        }
+        let (_, folded) = cached.as_ref().expect("just built");
+        let layout = folded.layout;
+        let xs = match xs.kind() == self.kind {
+            true => xs.shallow_clone(),
+            false => xs.to_kind(self.kind),
+        };
+        let mut trunk = self.input.forward_folded(&folded.input, &xs, layout);
+        for (block, convs) in self.tower.iter().zip(&folded.tower) {
+            trunk = block.forward_folded(convs, &trunk);
+        }
+        let policy = folded
+            .policy_out
+            .forward(&folded.policy_hidden.forward(&trunk).relu_())
+            .flatten(1, -1);
+        let value = self.value.forward_folded(&folded.value, &trunk);
+        let moves_left = match (&self.moves_left, &folded.moves_left) {
+            (Some(head), Some(conv)) if moves_left => {
+                Some(head.forward_folded(conv, &trunk).softplus().view([-1]))
+            }
+            _ => None,
+        };
+        (policy, value, moves_left)
+    }
+
+    fn fold(&self) -> Folded {
+        let layout = Layout {
+            channels_last: self.device() == Device::Cpu,
+            kind: self.kind,
+        };
+        let out = &self.policy.out;
+        Folded {
+            layout,
+            input: self.input.folded(layout),
+            tower: self
+                .tower
+                .iter()
+                .map(|block| [block.first.folded(layout), block.second.folded(layout)])
+                .collect(),
+            policy_hidden: self.policy.hidden.folded(layout),
+            policy_out: FoldedConv::new(
+                out.ws.to_kind(Kind::Float),
+                out.bs
+                    .as_ref()
+                    .expect("the policy head's bias")
+                    .to_kind(Kind::Float),
+                0,
+                layout,
+            ),
+            value: self.value.conv.folded(layout),
+            moves_left: self
+                .moves_left
                 .as_ref()
-                .filter(|_| moves_left)
-                .map(|head| trunk.apply_t(head, false)),
-        )
+                .map(|head| head.conv.folded(layout)),
+        }
     }
 
     /// Every head, auxiliary ones included.
     pub fn forward_heads(&self, xs: &Tensor, train: bool) -> Heads {
         let trunk = self.trunk(xs, train);
         Heads {
-            policy: trunk.apply_t(&self.policy, train),
-            value: trunk.apply_t(&self.value, train),
+            policy: self.policy_logits(&trunk, train),
+            value: self.value.forward_t(&trunk, train),
             material: self
                 .material
                 .as_ref()
-                .map(|head| trunk.apply_t(head, train)),
+                .map(|head| head.forward_t(&trunk, train).tanh().view([-1])),
+            // Softplus keeps the prediction positive without the dead units
+            // a ReLU output could leave.
             moves_left: self
                 .moves_left
                 .as_ref()
-                .map(|head| trunk.apply_t(head, train)),
-            reply: self.reply.as_ref().map(|head| trunk.apply_t(head, train)),
+                .map(|head| head.forward_t(&trunk, train).softplus().view([-1])),
+            // The output flipped vertically: the trunk sees the board in the
+            // side to move's frame, the reply is indexed in the opponent's,
+            // which is the same board flipped by rank (`policy::to_frame`).
+            // Flipping the `[N, 89, 10, 10]` output maps the logit of a move
+            // from square s (opponent's frame) onto the trunk's features at
+            // that square, so the head stays local like the policy head;
+            // which move type a channel means is the head's to learn.
+            reply: self
+                .reply
+                .as_ref()
+                .map(|head| head.forward_t(&trunk, train).flip([2]).flatten(1, -1)),
         }
     }
 
+    fn policy_logits(&self, trunk: &Tensor, train: bool) -> Tensor {
+        self.policy.forward_t(trunk, train).flatten(1, -1)
+    }
+
     fn trunk(&self, xs: &Tensor, train: bool) -> Tensor {
-        let first = match xs.kind() == self.kind {
+        let mut trunk = match xs.kind() == self.kind {
             true => self.input.forward_t(xs, train),
             false => self.input.forward_t(&xs.to_kind(self.kind), train),
         };
-        first.apply_t(&self.tower, train)
+        for block in &self.tower {
+            trunk = block.forward_t(&trunk, train);
+        }
+        trunk
     }
 
     pub fn arch(&self) -> Architecture {
@@ -641,14 +897,16 @@ impl Net {
             Kind::BFloat16 | Kind::Half => kind,
             _ => Kind::Float,
         };
-        self.input.on_board = self.input.on_board.to_kind(self.kind);
+        *self.folded.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub fn var_store(&self) -> &nn::VarStore {
         &self.vs
     }
 
+    /// The variables, to change; the inference form is rebuilt afterwards.
     pub fn var_store_mut(&mut self) -> &mut nn::VarStore {
+        *self.folded.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         &mut self.vs
     }
 
@@ -778,21 +1036,111 @@ mod tests {
         let net = Net::new(arch, Device::Cpu);
         let xs = encoded_like(&encoder, 5);
         let layer = &net.input;
-        let plain = xs.apply(&layer.conv);
-        let folded = layer.convolve(&xs);
-        assert_eq!(folded.size(), [5, 16, BOARD, BOARD]);
-        assert!(plain.allclose(&folded, 1e-5, 1e-5, false));
+        let weights = &layer.layer.conv.ws;
+        let plain = xs.apply(&layer.layer.conv);
+        let shortcut = layer.convolve(&xs, weights, None);
+        assert_eq!(shortcut.size(), [5, 16, BOARD, BOARD]);
+        assert!(plain.allclose(&shortcut, 1e-5, 1e-5, false));
         // The outputs differ from zero enough for the check to bite.
         assert!(plain.abs().mean(Kind::Float).double_value(&[]) > 0.05);
 
         // Weighted by some input planes, so that every output counts.
         let gradient = |output: Tensor| {
             let loss = (output * xs.narrow(1, 0, 16)).sum(Kind::Float);
-            Tensor::run_backward(&[loss], &[&layer.conv.ws], false, false).remove(0)
+            Tensor::run_backward(&[loss], &[weights], false, false).remove(0)
         };
         let plain_gradient = gradient(plain);
-        let folded_gradient = gradient(folded);
-        assert!(plain_gradient.allclose(&folded_gradient, 1e-4, 1e-4, false));
+        let shortcut_gradient = gradient(shortcut);
+        assert!(plain_gradient.allclose(&shortcut_gradient, 1e-4, 1e-4, false));
+    }
+
+    /// Batch norms that do something: a fresh one is the identity.
+    fn randomise_batch_norms(net: &Net) {
+        tch::no_grad(|| {
+            for (name, mut variable) in net.var_store().variables() {
+                let values = match name.rsplit('.').next() {
+                    Some("running_var") | Some("weight") if name.contains("bn") => {
+                        variable.rand_like() + 0.5
+                    }
+                    Some("running_mean") | Some("bias") if name.contains("bn") => {
+                        variable.randn_like() * 0.3
+                    }
+                    _ => continue,
+                };
+                variable.copy_(&values);
+            }
+        });
+    }
+
+    /// The largest difference between two outputs, relative to the largest value.
+    fn relative_difference(a: &Tensor, b: &Tensor) -> f64 {
+        let a = a.to_kind(Kind::Float);
+        let b = b.to_kind(Kind::Float);
+        let scale = a.abs().max().double_value(&[]).max(1e-6);
+        (a - b).abs().max().double_value(&[]) / scale
+    }
+
+    #[test]
+    fn the_inference_form_is_the_net() {
+        tch::manual_seed(5);
+        let encoder = EncoderConfig::default();
+        for se_ratio in [0, 4] {
+            let arch = Architecture {
+                net: NetConfig {
+                    se_ratio,
+                    material_head: true,
+                    moves_left_head: true,
+                    ..NetConfig::new(2, 16)
+                },
+                encoder,
+            };
+            let mut net = Net::new(arch, Device::Cpu);
+            randomise_batch_norms(&net);
+            let xs = encoded_like(&encoder, 7);
+            // The inference form's outputs against the training form's
+            // `reference` (the same net's unless given).
+            let check = |net: &Net, reference: Option<&Heads>, tolerance: f64| {
+                let (policy, value, moves_left) = tch::no_grad(|| net.forward_search(&xs, true));
+                let own = tch::no_grad(|| net.forward_heads(&xs, false));
+                let heads = reference.unwrap_or(&own);
+                assert_eq!(policy.size(), [7, POLICY_SIZE as i64]);
+                assert_eq!(value.size(), [7, 3]);
+                assert!(heads.value.std(true).double_value(&[]) > 0.01);
+                let moves_left = moves_left.expect("asked for");
+                for (plain, inference) in [
+                    (&heads.policy, &policy),
+                    (&heads.value, &value),
+                    (heads.moves_left.as_ref().unwrap(), &moves_left),
+                ] {
+                    let difference = relative_difference(plain, inference);
+                    assert!(
+                        difference < tolerance,
+                        "{difference} ({:?})",
+                        inference.kind()
+                    );
+                }
+                assert!(tch::no_grad(|| net.forward_search(&xs, false)).2.is_none());
+                policy
+            };
+            let before = check(&net, None, 1e-5);
+
+            // Weights changed in place (as an optimizer step or a checkpoint
+            // load changes them) rebuild the inference form.
+            tch::no_grad(|| {
+                let mut weights =
+                    net.var_store().variables()["tower.1.conv2.weight"].shallow_clone();
+                weights.copy_(&(weights.randn_like() * 0.1));
+            });
+            let after = check(&net, None, 1e-5);
+            assert!(relative_difference(&before, &after) > 0.01);
+
+            // In bf16 both forms round; the inference form stays about as
+            // close to fp32 as the training form (1-3% of the largest output).
+            let fp32 = tch::no_grad(|| net.forward_heads(&xs, false));
+            net.set_kind(Kind::BFloat16);
+            let bf16 = check(&net, Some(&fp32), 0.05);
+            assert_eq!(bf16.kind(), Kind::BFloat16);
+        }
     }
 
     #[test]

@@ -159,7 +159,7 @@ fn bare_throughput(net: &Net, planes: &[f32], batch: usize, seconds: f64) -> f64
         .to_device(net.device());
     tch::no_grad(|| {
         let run = || {
-            let (p, v) = net.forward_t(&xs, false);
+            let (p, v, _) = net.forward_search(&xs, false);
             // Bring results back as the server does, so both pay the same copy.
             let _ = (
                 p.to_device(Device::Cpu),
