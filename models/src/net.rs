@@ -407,18 +407,15 @@ impl InputLayer {
     }
 
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
-        let weights = &self.layer.conv.ws;
-        self.convolve(xs, weights, None)
-            .apply_t(&self.layer.bn, train)
-            .relu()
+        self.convolve(xs).apply_t(&self.layer.bn, train).relu()
     }
 
-    /// The convolution of every plane by `weights` (the layer's, or its
-    /// folded ones) plus `bias`.
-    fn convolve(&self, xs: &Tensor, weights: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    /// The convolution of every plane, before the batch norm.
+    fn convolve(&self, xs: &Tensor) -> Tensor {
+        let weights = &self.layer.conv.ws;
         let convolved = xs.index_select(1, &self.spatial).conv2d(
             &weights.index_select(1, &self.spatial),
-            bias,
+            None::<Tensor>,
             [1, 1],
             [1, 1],
             [1, 1],
@@ -582,23 +579,59 @@ impl PolicyHead {
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
         self.hidden.forward_t(xs, train).relu().apply(&self.out)
     }
+
+    fn folded(&self, layout: Layout) -> [FoldedConv; 2] {
+        let bias = self.out.bs.as_ref().expect("the output's bias");
+        [
+            self.hidden.folded(layout),
+            FoldedConv::new(
+                self.out.ws.to_kind(Kind::Float),
+                bias.to_kind(Kind::Float),
+                0,
+                layout,
+            ),
+        ]
+    }
+
+    fn forward_folded(folded: &[FoldedConv; 2], xs: &Tensor) -> Tensor {
+        folded[1].forward(&folded[0].forward(xs).relu_())
+    }
 }
 
-/// A 1x1 convolution with batch norm and ReLU, then fully connected layers:
-/// `fcs[0]`, and for the value head a ReLU and `fcs[1]`. The value,
-/// material and moves-left heads.
+/// A 1x1 convolution with batch norm and ReLU, then fully connected layers
+/// with ReLUs between them, then `output`. The value, material and
+/// moves-left heads.
 struct DenseHead {
     conv: ConvBn,
     fcs: Vec<nn::Linear>,
+    output: Output,
+}
+
+/// What a dense head's last layer gives.
+#[derive(Clone, Copy)]
+enum Output {
+    /// Logits as they are.
+    Logits,
+    /// One number in (-1, 1) a position, `[N]`.
+    Tanh,
+    /// One number of at least 0 a position, `[N]`: softplus keeps it
+    /// positive without the dead units a ReLU output could leave.
+    Softplus,
 }
 
 impl DenseHead {
-    fn new(p: &nn::Path, c_in: i64, channels: i64, widths: &[i64], names: &[&str]) -> DenseHead {
+    /// `fcs`: each fully connected layer's name and width.
+    fn new(
+        p: &nn::Path,
+        c_in: i64,
+        channels: i64,
+        fcs: &[(&str, i64)],
+        output: Output,
+    ) -> DenseHead {
         let mut inputs = channels * BOARD * BOARD;
-        let fcs = widths
+        let fcs = fcs
             .iter()
-            .zip(names)
-            .map(|(&width, &name)| {
+            .map(|&(name, width)| {
                 let fc = nn::linear(p / name, inputs, width, Default::default());
                 inputs = width;
                 fc
@@ -607,6 +640,7 @@ impl DenseHead {
         DenseHead {
             conv: ConvBn::at(&(p / "conv"), c_in, channels, 1),
             fcs,
+            output,
         }
     }
 
@@ -626,7 +660,11 @@ impl DenseHead {
             }
             ys = ys.apply(fc);
         }
-        ys
+        match self.output {
+            Output::Logits => ys,
+            Output::Tanh => ys.tanh().view([-1]),
+            Output::Softplus => ys.softplus().view([-1]),
+        }
     }
 }
 
@@ -660,8 +698,7 @@ struct Folded {
     layout: Layout,
     input: FoldedInput,
     tower: Vec<[FoldedConv; 2]>,
-    policy_hidden: FoldedConv,
-    policy_out: FoldedConv,
+    policy: [FoldedConv; 2],
     value: FoldedConv,
     moves_left: Option<FoldedConv>,
 }
@@ -712,17 +749,27 @@ impl Net {
             &(&p / "value"),
             c,
             arch.net.value_channels as i64,
-            &[arch.net.value_hidden as i64, 3],
-            &["fc1", "fc2"],
+            &[("fc1", arch.net.value_hidden as i64), ("fc2", 3)],
+            Output::Logits,
         );
-        let material = arch
-            .net
-            .material_head
-            .then(|| DenseHead::new(&(&p / "material"), c, MATERIAL_CHANNELS, &[1], &["fc"]));
-        let moves_left = arch
-            .net
-            .moves_left_head
-            .then(|| DenseHead::new(&(&p / "moves_left"), c, MOVES_LEFT_CHANNELS, &[1], &["fc"]));
+        let material = arch.net.material_head.then(|| {
+            DenseHead::new(
+                &(&p / "material"),
+                c,
+                MATERIAL_CHANNELS,
+                &[("fc", 1)],
+                Output::Tanh,
+            )
+        });
+        let moves_left = arch.net.moves_left_head.then(|| {
+            DenseHead::new(
+                &(&p / "moves_left"),
+                c,
+                MOVES_LEFT_CHANNELS,
+                &[("fc", 1)],
+                Output::Softplus,
+            )
+        });
         let reply = arch
             .net
             .reply_head
@@ -772,24 +819,15 @@ impl Net {
             *cached = Some((version, tch::no_grad(|| self.fold())));
         }
         let (_, folded) = cached.as_ref().expect("just built");
-        let layout = folded.layout;
-        let xs = match xs.kind() == self.kind {
-            true => xs.shallow_clone(),
-            false => xs.to_kind(self.kind),
-        };
-        let mut trunk = self.input.forward_folded(&folded.input, &xs, layout);
+        let xs = self.of_kind(xs);
+        let mut trunk = self.input.forward_folded(&folded.input, &xs, folded.layout);
         for (block, convs) in self.tower.iter().zip(&folded.tower) {
             trunk = block.forward_folded(convs, &trunk);
         }
-        let policy = folded
-            .policy_out
-            .forward(&folded.policy_hidden.forward(&trunk).relu_())
-            .flatten(1, -1);
+        let policy = PolicyHead::forward_folded(&folded.policy, &trunk).flatten(1, -1);
         let value = self.value.forward_folded(&folded.value, &trunk);
         let moves_left = match (&self.moves_left, &folded.moves_left) {
-            (Some(head), Some(conv)) if moves_left => {
-                Some(head.forward_folded(conv, &trunk).softplus().view([-1]))
-            }
+            (Some(head), Some(conv)) if moves_left => Some(head.forward_folded(conv, &trunk)),
             _ => None,
         };
         (policy, value, moves_left)
@@ -800,7 +838,6 @@ impl Net {
             channels_last: self.device() == Device::Cpu,
             kind: self.kind,
         };
-        let out = &self.policy.out;
         Folded {
             layout,
             input: self.input.folded(layout),
@@ -809,16 +846,7 @@ impl Net {
                 .iter()
                 .map(|block| [block.first.folded(layout), block.second.folded(layout)])
                 .collect(),
-            policy_hidden: self.policy.hidden.folded(layout),
-            policy_out: FoldedConv::new(
-                out.ws.to_kind(Kind::Float),
-                out.bs
-                    .as_ref()
-                    .expect("the policy head's bias")
-                    .to_kind(Kind::Float),
-                0,
-                layout,
-            ),
+            policy: self.policy.folded(layout),
             value: self.value.conv.folded(layout),
             moves_left: self
                 .moves_left
@@ -836,13 +864,11 @@ impl Net {
             material: self
                 .material
                 .as_ref()
-                .map(|head| head.forward_t(&trunk, train).tanh().view([-1])),
-            // Softplus keeps the prediction positive without the dead units
-            // a ReLU output could leave.
+                .map(|head| head.forward_t(&trunk, train)),
             moves_left: self
                 .moves_left
                 .as_ref()
-                .map(|head| head.forward_t(&trunk, train).softplus().view([-1])),
+                .map(|head| head.forward_t(&trunk, train)),
             // The output flipped vertically: the trunk sees the board in the
             // side to move's frame, the reply is indexed in the opponent's,
             // which is the same board flipped by rank (`policy::to_frame`).
@@ -857,15 +883,20 @@ impl Net {
         }
     }
 
+    /// `xs` in the net's kind (the same tensor if it is already).
+    fn of_kind(&self, xs: &Tensor) -> Tensor {
+        match xs.kind() == self.kind {
+            true => xs.shallow_clone(),
+            false => xs.to_kind(self.kind),
+        }
+    }
+
     fn policy_logits(&self, trunk: &Tensor, train: bool) -> Tensor {
         self.policy.forward_t(trunk, train).flatten(1, -1)
     }
 
     fn trunk(&self, xs: &Tensor, train: bool) -> Tensor {
-        let mut trunk = match xs.kind() == self.kind {
-            true => self.input.forward_t(xs, train),
-            false => self.input.forward_t(&xs.to_kind(self.kind), train),
-        };
+        let mut trunk = self.input.forward_t(&self.of_kind(xs), train);
         for block in &self.tower {
             trunk = block.forward_t(&trunk, train);
         }
@@ -1038,7 +1069,7 @@ mod tests {
         let layer = &net.input;
         let weights = &layer.layer.conv.ws;
         let plain = xs.apply(&layer.layer.conv);
-        let shortcut = layer.convolve(&xs, weights, None);
+        let shortcut = layer.convolve(&xs);
         assert_eq!(shortcut.size(), [5, 16, BOARD, BOARD]);
         assert!(plain.allclose(&shortcut, 1e-5, 1e-5, false));
         // The outputs differ from zero enough for the check to bite.
