@@ -584,12 +584,7 @@ impl PolicyHead {
         let bias = self.out.bs.as_ref().expect("the output's bias");
         [
             self.hidden.folded(layout),
-            FoldedConv::new(
-                self.out.ws.to_kind(Kind::Float),
-                bias.to_kind(Kind::Float),
-                0,
-                layout,
-            ),
+            FoldedConv::new(self.out.ws.shallow_clone(), bias.shallow_clone(), 0, layout),
         ]
     }
 
@@ -642,6 +637,11 @@ impl DenseHead {
             fcs,
             output,
         }
+    }
+
+    /// A head of one number a position: one fully connected layer, `fc`.
+    fn scalar(p: &nn::Path, c_in: i64, channels: i64, output: Output) -> DenseHead {
+        DenseHead::new(p, c_in, channels, &[("fc", 1)], output)
     }
 
     fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor {
@@ -752,21 +752,15 @@ impl Net {
             &[("fc1", arch.net.value_hidden as i64), ("fc2", 3)],
             Output::Logits,
         );
-        let material = arch.net.material_head.then(|| {
-            DenseHead::new(
-                &(&p / "material"),
-                c,
-                MATERIAL_CHANNELS,
-                &[("fc", 1)],
-                Output::Tanh,
-            )
-        });
+        let material = arch
+            .net
+            .material_head
+            .then(|| DenseHead::scalar(&(&p / "material"), c, MATERIAL_CHANNELS, Output::Tanh));
         let moves_left = arch.net.moves_left_head.then(|| {
-            DenseHead::new(
+            DenseHead::scalar(
                 &(&p / "moves_left"),
                 c,
                 MOVES_LEFT_CHANNELS,
-                &[("fc", 1)],
                 Output::Softplus,
             )
         });
