@@ -18,9 +18,6 @@ pub struct EvalRequest<'a> {
     /// Whether the answer should carry the plies left: only a search with
     /// the moves-left utility reads them, and a network's head costs time.
     pub moves_left: bool,
-    /// Whether the answer should carry the material estimate: only a search
-    /// with the material utility reads it.
-    pub material: bool,
 }
 
 impl<'a> EvalRequest<'a> {
@@ -31,7 +28,6 @@ impl<'a> EvalRequest<'a> {
             repetitions: 0,
             moves,
             moves_left: false,
-            material: false,
         }
     }
 
@@ -92,10 +88,6 @@ pub struct Evaluation {
     /// moves-left head); `None` from an evaluator without one, or where the
     /// request did not ask for them.
     pub moves_left: Option<f32>,
-    /// The side to move's material balance a few plies later, squashed into
-    /// (-1, 1) (the auxiliary material head's reading); `None` as for
-    /// `moves_left`.
-    pub material: Option<f32>,
 }
 
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
@@ -131,7 +123,6 @@ impl Evaluator for UniformEvaluator {
                 policy: vec![1.0 / r.moves.len().max(1) as f32; r.moves.len()],
                 wdl: Wdl::DRAW,
                 moves_left: None,
-                material: None,
             })
             .collect())
     }

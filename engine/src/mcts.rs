@@ -127,18 +127,6 @@ pub struct SearchConfig {
     /// sees every move winning does not hurry to mate. Needs an evaluator
     /// with a moves-left estimate (`[net] moves_left_head`); others get none.
     pub moves_left_slope: f32,
-    /// KataGo's score utility with the material head for the score: this
-    /// much (0 = off) times the evaluator's material estimate (the material
-    /// balance a few plies later, squashed into (-1, 1)), averaged over a
-    /// node's visits, is added to its value where the search chooses (PUCT
-    /// and a Gumbel root's ranking), never to the values it reports (so
-    /// not to the value targets; the visits it steers are policy targets
-    /// in self-play, as KataGo's are). A decisive end counts as all the material for the
-    /// winner, a draw as none. The network's own estimate, not a count of
-    /// the pieces: a hung piece shows in it before the value head, trained
-    /// on game results alone, has learnt to see it. Needs an evaluator with
-    /// a material estimate (`[net] material_head`); others get none.
-    pub material_utility: f32,
     /// What a draw is worth to the side to move at the root, in [-1, 1];
     /// the opponent's nodes count it the other way, so the tree stays
     /// zero-sum (lc0's draw score, `DrawScoreSideToMove`). It weighs every
@@ -173,7 +161,6 @@ impl Default for SearchConfig {
             gumbel_c_scale: 0.1,
             moves_left_effect: 0.0,
             moves_left_slope: 0.0027,
-            material_utility: 0.0,
             draw_score: 0.0,
         }
     }
@@ -218,7 +205,6 @@ impl SearchConfig {
         non_negative("gumbel_c_scale", self.gumbel_c_scale)?;
         within("moves_left_effect", self.moves_left_effect, 0.0, 1.0)?;
         within("moves_left_slope", self.moves_left_slope, 0.0, 1.0)?;
-        within("material_utility", self.material_utility, 0.0, 1.0)?;
         within(
             "draw_score",
             self.draw_score,
@@ -261,10 +247,8 @@ struct Node {
     /// drop the shaping: see [`Search::set_root_capture_prior`].
     net_prior: f32,
     /// The evaluator's value of this node for its side to move, once
-    /// expanded (Gumbel's completed q starts from the root's)...
+    /// expanded (Gumbel's completed q starts from the root's).
     net_value: f32,
-    /// ...and its material estimate (0 without one).
-    net_material: f32,
     visits: u32,
     in_flight: u32,
     /// Sum of values from the view of the side that made `mv`.
@@ -272,8 +256,6 @@ struct Node {
     draw_sum: f64,
     /// Sum of the plies left until the game ends, from this node's position.
     moves_left_sum: f64,
-    /// Sum of material estimates, from the view of the side that made `mv`.
-    material_sum: f64,
     first_child: NodeId,
     child_count: u32,
     state: NodeState,
@@ -286,13 +268,11 @@ impl Node {
             prior,
             net_prior: prior,
             net_value: 0.0,
-            net_material: 0.0,
             visits: 0,
             in_flight: 0,
             value_sum: 0.0,
             draw_sum: 0.0,
             moves_left_sum: 0.0,
-            material_sum: 0.0,
             first_child: 0,
             child_count: 0,
             state: NodeState::Unexpanded,
@@ -309,15 +289,6 @@ impl Node {
         (self.visits > 0).then(|| {
             ((self.value_sum + draw_score as f64 * self.draw_sum) / self.visits as f64) as f32
         })
-    }
-
-    /// Mean material estimate for the side that made `mv`, times `weight`
-    /// (0 before a visit): the search's material utility.
-    fn material_utility(&self, weight: f32) -> f32 {
-        match self.visits {
-            0 => 0.0,
-            n => weight * (self.material_sum / n as f64) as f32,
-        }
     }
 }
 
@@ -495,8 +466,7 @@ impl Search {
             attempts += 1;
             match self.select() {
                 Selection::Terminal(path, value) => {
-                    let draw = if value == 0.0 { 1.0 } else { 0.0 };
-                    self.backup(&path, value, draw, 0.0, value);
+                    self.backup(&path, value, if value == 0.0 { 1.0 } else { 0.0 }, 0.0);
                     if pending.is_empty() {
                         return Ok(());
                     }
@@ -510,8 +480,7 @@ impl Search {
                         .collect();
                     self.expand(node, &moves, &priors);
                     self.nodes[node as usize].net_value = 1.0;
-                    self.nodes[node as usize].net_material = 1.0;
-                    self.backup(&path, 1.0, 0.0, 1.0, 1.0);
+                    self.backup(&path, 1.0, 0.0, 1.0);
                     if pending.is_empty() {
                         return Ok(());
                     }
@@ -533,7 +502,6 @@ impl Search {
                 repetitions: leaf.repetitions,
                 moves: &leaf.moves,
                 moves_left: self.config.moves_left_effect > 0.0,
-                material: self.config.material_utility > 0.0,
             })
             .collect();
         let result = evaluator.evaluate_batch(&requests);
@@ -556,12 +524,10 @@ impl Search {
             self.expand(node, &leaf.moves, &evaluation.policy);
             self.shape_priors(node, pos);
             let wdl = evaluation.wdl;
-            let material = evaluation.material.unwrap_or(0.0);
             self.nodes[node as usize].net_value = wdl.value();
-            self.nodes[node as usize].net_material = material;
             self.moves_left_known |= evaluation.moves_left.is_some();
             let moves_left = evaluation.moves_left.unwrap_or(0.0);
-            self.backup(&leaf.path, wdl.value(), wdl.draw, moves_left, material);
+            self.backup(&leaf.path, wdl.value(), wdl.draw, moves_left);
         }
         Ok(())
     }
@@ -588,18 +554,17 @@ impl Search {
     fn improved_logits(&self) -> Vec<f32> {
         let root = &self.nodes[ROOT as usize];
         let children = &self.nodes[root.children()];
-        let weight = self.config.material_utility;
         let views: Vec<gumbel::ChildView> = children
             .iter()
             .map(|c| gumbel::ChildView {
                 prior: c.prior,
                 visits: c.visits,
-                q: c.q(self.config.draw_score).unwrap_or(0.0) + c.material_utility(weight),
+                q: c.q(self.config.draw_score).unwrap_or(0.0),
             })
             .collect();
         let sigma = gumbel::sigma(
             &views,
-            root.net_value + weight * root.net_material,
+            root.net_value,
             self.config.gumbel_c_visit,
             self.config.gumbel_c_scale,
         );
@@ -701,10 +666,7 @@ impl Search {
         let parent_n = parent.visits as f32 + parent.in_flight as f32 * vl;
         // The parent's statistics are its mover's, whose draw score is the
         // other side's: the side to move at `id` sees that value turned.
-        let weight = self.config.material_utility;
-        let parent_q = parent
-            .q(-draw_score)
-            .map_or(0.0, |q| -q - parent.material_utility(weight));
+        let parent_q = parent.q(-draw_score).map_or(0.0, |q| -q);
         let visited_prior: f32 = self.nodes[parent.children()]
             .iter()
             .filter(|c| c.visits + c.in_flight > 0)
@@ -744,7 +706,7 @@ impl Search {
                     )
                 }
                 _ => 0.0,
-            } + child.material_utility(weight);
+            };
             let score = q + explore * child.prior / (1.0 + n) + utility;
             if score > best.0 {
                 best = (score, parent.first_child + i as NodeId);
@@ -912,11 +874,8 @@ impl Search {
 
     /// Backs up `value` (for the side to move at the leaf) and the plies
     /// left from the leaf along `path`.
-    /// Adds a visit along `path` of a leaf whose side to move has `value`,
-    /// `draw`, `moves_left` and `material`.
-    fn backup(&mut self, path: &[NodeId], value: f32, draw: f32, moves_left: f32, material: f32) {
+    fn backup(&mut self, path: &[NodeId], value: f32, draw: f32, moves_left: f32) {
         let mut value = -value as f64;
-        let mut material = -material as f64;
         let mut moves_left = moves_left as f64;
         for &id in path.iter().rev() {
             let node = &mut self.nodes[id as usize];
@@ -925,9 +884,7 @@ impl Search {
             node.value_sum += value;
             node.draw_sum += draw as f64;
             node.moves_left_sum += moves_left;
-            node.material_sum += material;
             value = -value;
-            material = -material;
             moves_left += 1.0;
         }
     }

@@ -700,37 +700,7 @@ struct Folded {
     tower: Vec<[FoldedConv; 2]>,
     policy: [FoldedConv; 2],
     value: FoldedConv,
-    material: Option<FoldedConv>,
     moves_left: Option<FoldedConv>,
-}
-
-/// The auxiliary heads a search reads besides the policy and value, each
-/// computed only where asked for (and the net has it).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SearchHeads {
-    pub moves_left: bool,
-    pub material: bool,
-}
-
-impl SearchHeads {
-    /// Both askings together.
-    pub fn union(self, other: SearchHeads) -> SearchHeads {
-        SearchHeads {
-            moves_left: self.moves_left || other.moves_left,
-            material: self.material || other.material,
-        }
-    }
-}
-
-/// What [`Net::forward_search`] gives.
-pub struct SearchOutput {
-    /// Policy logits `[N, 8900]`.
-    pub policy: Tensor,
-    /// Win/draw/loss logits `[N, 3]`.
-    pub value: Tensor,
-    /// As in [`Heads`], where asked for and the net has the head.
-    pub moves_left: Option<Tensor>,
-    pub material: Option<Tensor>,
 }
 
 /// Every head's output, for training.
@@ -828,10 +798,15 @@ impl Net {
     }
 
     /// What a search asks for: [`Net::forward_t`]'s policy and value
-    /// logits without training, and the auxiliary heads in `heads` that
-    /// the net has. Runs the inference form ([`Folded`]), rebuilt first if
-    /// the weights changed since it was built; call it without gradients.
-    pub fn forward_search(&self, xs: &Tensor, heads: SearchHeads) -> SearchOutput {
+    /// logits without training, and, if `moves_left` and the net has the
+    /// head, its prediction `[N]` (in units of [`MOVES_LEFT_UNIT`] plies).
+    /// Runs the inference form ([`Folded`]), rebuilt first if the weights
+    /// changed since it was built; call it without gradients.
+    pub fn forward_search(
+        &self,
+        xs: &Tensor,
+        moves_left: bool,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
         let version: i64 = self.variables.iter().map(Tensor::internal_version).sum();
         let mut cached = self.folded.lock().unwrap_or_else(|e| e.into_inner());
         if cached.as_ref().is_none_or(|(built, _)| *built != version) {
@@ -845,17 +820,11 @@ impl Net {
         }
         let policy = PolicyHead::forward_folded(&folded.policy, &trunk).flatten(1, -1);
         let value = self.value.forward_folded(&folded.value, &trunk);
-        let scalar =
-            |head: &Option<DenseHead>, conv: &Option<FoldedConv>, asked: bool| match (head, conv) {
-                (Some(head), Some(conv)) if asked => Some(head.forward_folded(conv, &trunk)),
-                _ => None,
-            };
-        SearchOutput {
-            policy,
-            value,
-            moves_left: scalar(&self.moves_left, &folded.moves_left, heads.moves_left),
-            material: scalar(&self.material, &folded.material, heads.material),
-        }
+        let moves_left = match (&self.moves_left, &folded.moves_left) {
+            (Some(head), Some(conv)) if moves_left => Some(head.forward_folded(conv, &trunk)),
+            _ => None,
+        };
+        (policy, value, moves_left)
     }
 
     fn fold(&self) -> Folded {
@@ -873,7 +842,6 @@ impl Net {
                 .collect(),
             policy: self.policy.folded(layout),
             value: self.value.conv.folded(layout),
-            material: self.material.as_ref().map(|head| head.conv.folded(layout)),
             moves_left: self
                 .moves_left
                 .as_ref()
@@ -1157,24 +1125,17 @@ mod tests {
             // The inference form's outputs against the training form's
             // `reference` (the same net's unless given).
             let check = |net: &Net, reference: Option<&Heads>, tolerance: f64| {
-                let all = SearchHeads {
-                    moves_left: true,
-                    material: true,
-                };
-                let out = tch::no_grad(|| net.forward_search(&xs, all));
-                let (policy, value) = (out.policy, out.value);
+                let (policy, value, moves_left) = tch::no_grad(|| net.forward_search(&xs, true));
                 let own = tch::no_grad(|| net.forward_heads(&xs, false));
                 let heads = reference.unwrap_or(&own);
                 assert_eq!(policy.size(), [7, POLICY_SIZE as i64]);
                 assert_eq!(value.size(), [7, 3]);
                 assert!(heads.value.std(true).double_value(&[]) > 0.01);
-                let moves_left = out.moves_left.expect("asked for");
-                let material = out.material.expect("asked for");
+                let moves_left = moves_left.expect("asked for");
                 for (plain, inference) in [
                     (&heads.policy, &policy),
                     (&heads.value, &value),
                     (heads.moves_left.as_ref().unwrap(), &moves_left),
-                    (heads.material.as_ref().unwrap(), &material),
                 ] {
                     let difference = relative_difference(plain, inference);
                     assert!(
@@ -1183,8 +1144,7 @@ mod tests {
                         inference.kind()
                     );
                 }
-                let bare = tch::no_grad(|| net.forward_search(&xs, SearchHeads::default()));
-                assert!(bare.moves_left.is_none() && bare.material.is_none());
+                assert!(tch::no_grad(|| net.forward_search(&xs, false)).2.is_none());
                 policy
             };
             let before = check(&net, None, 1e-5);

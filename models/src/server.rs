@@ -31,7 +31,7 @@ use tch::kind::Element;
 use tch::{Device, Kind, Tensor};
 
 use crate::encoding::{encode, EncoderConfig};
-use crate::net::{Net, SearchHeads, MOVES_LEFT_UNIT};
+use crate::net::{Net, MOVES_LEFT_UNIT};
 use crate::policy::{move_index, POLICY_SIZE};
 use crate::Precision;
 
@@ -93,8 +93,8 @@ pub struct EncodedBatch {
     pub move_indices: Vec<u32>,
     /// Legal moves of each position.
     pub move_counts: Vec<u32>,
-    /// The auxiliary heads any position asked for.
-    pub heads: SearchHeads,
+    /// Whether any position asked for the plies left.
+    pub moves_left: bool,
 }
 
 /// Encodes `requests` as the server expects them; an error names a move
@@ -108,10 +108,7 @@ pub fn encode_requests(
         planes: vec![0f32; input_len * requests.len()],
         move_indices: Vec::new(),
         move_counts: Vec::with_capacity(requests.len()),
-        heads: SearchHeads {
-            moves_left: requests.iter().any(|r| r.moves_left),
-            material: requests.iter().any(|r| r.material),
-        },
+        moves_left: requests.iter().any(|r| r.moves_left),
     };
     for (request, out) in requests
         .iter()
@@ -473,9 +470,7 @@ fn serve(
         indices.reserve(flat.len());
         indices.write(0, &flat);
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let heads = jobs.iter().fold(SearchHeads::default(), |heads, job| {
-                heads.union(job.batch.heads)
-            });
+            let moves_left = jobs.iter().any(|job| job.batch.moves_left);
             run_batch(
                 &net,
                 &inputs,
@@ -483,7 +478,7 @@ fn serve(
                 flat.len(),
                 positions,
                 padded,
-                heads,
+                moves_left,
             )
         }));
         stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -492,7 +487,7 @@ fn serve(
             .fetch_add(positions as u64, Ordering::Relaxed);
         stats.largest.fetch_max(positions as u64, Ordering::Relaxed);
         match result {
-            Ok((answers, heads)) => answer(jobs, &answers, heads, flat.len(), positions),
+            Ok(answers) => answer(jobs, &answers, flat.len(), positions),
             Err(panic) => {
                 let why = panic
                     .downcast_ref::<String>()
@@ -511,9 +506,8 @@ fn serve(
 /// `positions` real). Only the logits of the requested moves leave the device
 /// (a few hundred bytes a position instead of the whole 8,900-move row),
 /// followed by the WDL probabilities `[positions * 3]` and, where a job
-/// asked for them and the net has the head, the plies left `[positions]`
-/// and the material estimates `[positions]`, in one copy; with the heads
-/// that came.
+/// asked for them and the net has the head, the plies left `[positions]`,
+/// in one copy.
 fn run_batch(
     net: &Net,
     inputs: &Staging,
@@ -521,40 +515,36 @@ fn run_batch(
     moves: usize,
     positions: usize,
     padded: usize,
-    heads: SearchHeads,
-) -> (Vec<f32>, SearchHeads) {
+    moves_left: bool,
+) -> Vec<f32> {
     tch::no_grad(|| {
         let encoder = net.arch().encoder;
         let xs = inputs.upload(padded * encoder.input_len(), &encoder.input_shape(padded));
         let picks = indices.upload(moves, &[moves as i64]);
-        let out = net.forward_search(&xs, heads);
-        let picked = out
-            .policy
+        let (policy, value, moves_left) = net.forward_search(&xs, moves_left);
+        let picked = policy
             .view([-1])
             .index_select(0, &picks)
             .to_kind(Kind::Float);
-        let wdl = out
-            .value
+        let wdl = value
             .narrow(0, 0, positions as i64)
             .to_kind(Kind::Float)
             .softmax(-1, Kind::Float)
             .view([-1]);
-        let came = SearchHeads {
-            moves_left: out.moves_left.is_some(),
-            material: out.material.is_some(),
-        };
         let mut parts = vec![picked, wdl];
-        let scalars = [(out.moves_left, MOVES_LEFT_UNIT), (out.material, 1.0)];
-        for (head, unit) in scalars {
-            if let Some(head) = head {
-                parts.push(head.narrow(0, 0, positions as i64).to_kind(Kind::Float) * unit);
-            }
+        if let Some(moves_left) = moves_left {
+            parts.push(
+                moves_left
+                    .narrow(0, 0, positions as i64)
+                    .to_kind(Kind::Float)
+                    * MOVES_LEFT_UNIT,
+            );
         }
-        let all = Tensor::cat(&parts, 0).to_device(Device::Cpu);
-        let len = all.numel();
+        let out = Tensor::cat(&parts, 0).to_device(Device::Cpu);
+        let len = out.numel();
         let mut answers = vec![0f32; len];
-        all.copy_data(&mut answers, len);
-        (answers, came)
+        out.copy_data(&mut answers, len);
+        answers
     })
 }
 
@@ -578,20 +568,10 @@ fn flat_indices(jobs: &[CallerBatch], out: &mut Vec<i64>) {
 
 /// Softmax over each position's legal moves only. `answers` is
 /// [`run_batch`]'s: the requested moves' logits back to back (`moves` of
-/// them), then each position's WDL, then the auxiliary `heads` that came.
-fn answer(
-    jobs: Vec<CallerBatch>,
-    answers: &[f32],
-    heads: SearchHeads,
-    moves: usize,
-    positions: usize,
-) {
+/// them), then each position's WDL and plies left.
+fn answer(jobs: Vec<CallerBatch>, answers: &[f32], moves: usize, positions: usize) {
     let (mut logits, rest) = answers.split_at(moves);
-    let (wdl, rest) = rest.split_at(positions * 3);
-    let (moves_left, material) = rest.split_at(match heads.moves_left {
-        true => positions,
-        false => 0,
-    });
+    let (wdl, moves_left) = rest.split_at(positions * 3);
     let mut position = 0;
     for job in jobs {
         let mut evaluations = Vec::with_capacity(job.batch.move_counts.len());
@@ -613,7 +593,6 @@ fn answer(
                     loss: w[2],
                 },
                 moves_left: moves_left.get(position).copied(),
-                material: material.get(position).copied(),
             });
             position += 1;
         }
@@ -709,11 +688,10 @@ mod tests {
     }
 
     #[test]
-    fn the_auxiliary_heads_reach_each_position_of_a_batch() {
+    fn the_moves_left_head_reaches_each_position_of_a_batch() {
         let arch = Architecture {
             net: NetConfig {
                 moves_left_head: true,
-                material_head: true,
                 ..NetConfig::new(1, 8)
             },
             encoder: EncoderConfig::default(),
@@ -724,51 +702,35 @@ mod tests {
             .iter()
             .map(|(history, moves)| EvalRequest {
                 moves_left: true,
-                material: true,
                 ..EvalRequest::new(history, moves)
             })
             .collect();
         let encoded = encode_requests(&arch.encoder, &requests).unwrap();
         let xs = Tensor::from_slice(&encoded.planes).view(arch.encoder.input_shape(5).as_slice());
         let heads = tch::no_grad(|| net.forward_heads(&xs, false));
-        let expected_moves_left: Vec<f32> =
+        let expected: Vec<f32> =
             Vec::try_from(heads.moves_left.unwrap() * MOVES_LEFT_UNIT).unwrap();
-        let expected_material: Vec<f32> = Vec::try_from(heads.material.unwrap()).unwrap();
-        assert!(expected_material.iter().any(|&m| m != expected_material[0]));
         let server = serving(net, 8, 1);
         let answers = server.client().evaluate_batch(&requests).unwrap();
-        for (i, answer) in answers.iter().enumerate() {
+        for (answer, expected) in answers.iter().zip(&expected) {
             let got = answer.moves_left.expect("the net has a moves-left head");
-            let expected = expected_moves_left[i];
             assert!(
                 (got - expected).abs() < 1e-3 * expected.max(1.0),
                 "{got} vs {expected}"
             );
-            let got = answer.material.expect("the net has a material head");
-            let expected = expected_material[i];
-            assert!((got - expected).abs() < 1e-4, "{got} vs {expected}");
         }
-        // Not asked, the net leaves a head out; the other still comes.
-        for (moves_left, material) in [(false, true), (true, false), (false, false)] {
-            let asked = EvalRequest {
-                moves_left,
-                material,
-                ..requests[1]
-            };
-            let answer = server.client().evaluate(&asked).unwrap();
-            assert_eq!(answer.moves_left.is_some(), moves_left);
-            assert_eq!(answer.material.is_some(), material);
-            if let Some(got) = answer.material {
-                let expected = expected_material[1];
-                assert!((got - expected).abs() < 1e-4, "{got} vs {expected}");
-            }
-        }
-        // Without the heads the search is told nothing.
+        // Not asked, the net leaves the head out.
+        let unasked = EvalRequest {
+            moves_left: false,
+            ..requests[0]
+        };
+        assert_eq!(server.client().evaluate(&unasked).unwrap().moves_left, None);
+        // Without the head the search is told nothing.
         let answer = server_with_replicas(4, 1)
             .client()
             .evaluate(&requests[0])
             .unwrap();
-        assert_eq!((answer.moves_left, answer.material), (None, None));
+        assert_eq!(answer.moves_left, None);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use engine::{
     UniformEvaluator,
 };
 use models::encoding::{encode, EncoderConfig};
-use models::net::{Architecture, Net, SearchHeads};
+use models::net::{Architecture, Net};
 use models::server::{encode_requests, InferenceClient, InferenceServer, ServerConfig};
 use rand::rngs::SmallRng;
 use rand::seq::IndexedRandom;
@@ -159,8 +159,7 @@ fn bare_throughput(net: &Net, planes: &[f32], batch: usize, seconds: f64) -> f64
         .to_device(net.device());
     tch::no_grad(|| {
         let run = || {
-            let out = net.forward_search(&xs, SearchHeads::default());
-            let (p, v) = (out.policy, out.value);
+            let (p, v, _) = net.forward_search(&xs, false);
             // Bring results back as the server does, so both pay the same copy.
             let _ = (
                 p.to_device(Device::Cpu),

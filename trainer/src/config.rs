@@ -107,7 +107,6 @@ impl Config {
             ("encoder", "attacks", toml::Value::Boolean(false)),
             ("search", "moves_left_effect", toml::Value::Float(0.0)),
             ("search", "draw_score", toml::Value::Float(0.0)),
-            ("search", "material_utility", toml::Value::Float(0.0)),
             // Unused while the effect is 0; the search's default, written once.
             (
                 "search",

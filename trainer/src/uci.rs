@@ -39,8 +39,6 @@ pub struct NetSettings {
     pub root: RootSearch,
     /// `[search] moves_left_effect` (0 = off).
     pub moves_left_effect: f32,
-    /// `[search] material_utility` (0 = off).
-    pub material_utility: f32,
     /// `[search] draw_score`: a draw's worth to the engine (0 = a draw).
     pub draw_score: f32,
 }
@@ -94,7 +92,6 @@ fn load(settings: &NetSettings) -> Result<Loaded> {
         policy_temperature: settings.policy_temperature,
         root: settings.root,
         moves_left_effect: settings.moves_left_effect,
-        material_utility: settings.material_utility,
         draw_score: settings.draw_score,
         ..SearchConfig::play()
     };
@@ -197,12 +194,6 @@ impl UciSearcher for NetSearcher {
                 },
             },
             UciOption {
-                name: "MaterialUtility".to_string(),
-                kind: OptionKind::String {
-                    default: s.material_utility.to_string(),
-                },
-            },
-            UciOption {
                 name: "DrawScore".to_string(),
                 kind: OptionKind::String {
                     default: s.draw_score.to_string(),
@@ -247,9 +238,6 @@ impl UciSearcher for NetSearcher {
             }
             ("MovesLeftEffect", OptionValue::String(text)) => {
                 settings.moves_left_effect = number_option(name, text, 0.0..=1.0, "[0, 1]")?;
-            }
-            ("MaterialUtility", OptionValue::String(text)) => {
-                settings.material_utility = number_option(name, text, 0.0..=1.0, "[0, 1]")?;
             }
             ("DrawScore", OptionValue::String(text)) => {
                 let shown = format!("{DRAW_SCORES:?}");

@@ -134,13 +134,8 @@ fn scripted_session() {
     gui.send("setoption name PolicyTemperature value 0");
     gui.send("setoption name MovesLeftEffect value 2");
     gui.send("setoption name DrawScore value -1.5");
-    gui.send("setoption name MaterialUtility value -0.1");
     let refused = gui.sync();
-    assert_eq!(errors(&refused).len(), 11, "{refused:?}");
-    assert!(
-        refused[10].contains("MaterialUtility `-0.1`"),
-        "{refused:?}"
-    );
+    assert_eq!(errors(&refused).len(), 10, "{refused:?}");
     assert!(refused[9].contains("DrawScore `-1.5`"), "{refused:?}");
     assert!(refused[8].contains("MovesLeftEffect `2`"), "{refused:?}");
     assert!(refused[7].contains("PolicyTemperature `0`"), "{refused:?}");
@@ -177,7 +172,6 @@ fn scripted_session() {
     gui.send("setoption name CapturePrior value 0");
     gui.send("setoption name MovesLeftEffect value 0.0345");
     gui.send("setoption name DrawScore value -0.3");
-    gui.send("setoption name MaterialUtility value 0.3");
     gui.send("setoption name RootSearch value gumbel");
     assert!(gui.sync().is_empty(), "{}", gui.transcript());
     let (_, best) = gui.go("go");

@@ -49,7 +49,6 @@ impl Evaluator for Ranked {
                 policy: ranked_priors(r.moves.len()),
                 wdl: Wdl::DRAW,
                 moves_left: None,
-                material: None,
             })
             .collect())
     }
@@ -789,35 +788,11 @@ impl Evaluator for KnightsHurry {
     }
 }
 
-/// Uniform priors, level values, and a material estimate for White of
-/// `per_knight` for each White knight that has left the first rank (its
-/// negation for Black to move).
-struct KnightsMaterial {
-    per_knight: f32,
-}
-
-impl Evaluator for KnightsMaterial {
-    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
-        let mut out = UniformEvaluator.evaluate_batch(requests)?;
-        for (eval, request) in out.iter_mut().zip(requests) {
-            let pos = request.position();
-            let home = pos.pieces(Color::White, Kind::Knight) & crate::Bitboard::rank(0);
-            let out = (4 - home.count()) as f32 * self.per_knight;
-            let material = match pos.side_to_move() {
-                Color::White => out,
-                Color::Black => -out,
-            };
-            eval.material = request.material.then_some(material);
-        }
-        Ok(out)
-    }
-}
-
 /// The share of the root's visits that went to knight moves, and the share
-/// of the root's moves that are knight moves, under `evaluator`.
-fn knight_shares_with(config: SearchConfig, evaluator: &dyn Evaluator) -> (f32, f32) {
+/// of the root's moves that are knight moves.
+fn knight_shares(config: SearchConfig, white: f32) -> (f32, f32) {
     let mut s = from_the_start(config);
-    s.run(evaluator, 1000).unwrap();
+    s.run(&KnightsHurry { white }, 1000).unwrap();
     let pos = *s.root_position();
     let children = s.root_children();
     let knight = |c: &ChildStats| pos.piece_at(c.mv.from).map(|p| p.kind) == Some(Kind::Knight);
@@ -832,10 +807,6 @@ fn knight_shares_with(config: SearchConfig, evaluator: &dyn Evaluator) -> (f32, 
         knights as f32 / total as f32,
         count as f32 / children.len() as f32,
     )
-}
-
-fn knight_shares(config: SearchConfig, white: f32) -> (f32, f32) {
-    knight_shares_with(config, &KnightsHurry { white })
 }
 
 #[test]
@@ -870,42 +841,4 @@ fn moves_left_utility_hurries_a_win_and_delays_a_loss() {
     // A level game has no preference.
     let (visits, moves) = knight_shares(on, 0.0);
     assert!((visits - moves).abs() < 0.05, "level: {visits} vs {moves}");
-}
-
-#[test]
-fn material_utility_steers_by_the_material_estimate() {
-    let on = SearchConfig {
-        material_utility: 0.5,
-        fpu_reduction: 0.0,
-        ..priors_only()
-    };
-    let off = SearchConfig {
-        material_utility: 0.0,
-        ..on
-    };
-    // Off, the estimate is not even asked for: the visits spread evenly.
-    for per_knight in [0.8, -0.8] {
-        let (visits, moves) = knight_shares_with(off, &KnightsMaterial { per_knight });
-        assert!(
-            (visits - moves).abs() < 0.05,
-            "off, {per_knight}: {visits} vs {moves}"
-        );
-    }
-    // On, knight moves that win material get most visits, those that lose
-    // it few...
-    let (visits, moves) = knight_shares_with(on, &KnightsMaterial { per_knight: 0.8 });
-    assert!(
-        visits > 0.5 && visits > 2.0 * moves,
-        "gaining: {visits} vs {moves}"
-    );
-    let (visits, moves) = knight_shares_with(on, &KnightsMaterial { per_knight: -0.8 });
-    assert!(visits < 0.5 * moves, "losing: {visits} vs {moves}");
-    // ...and the reported values stay the evaluator's.
-    let mut s = from_the_start(on);
-    s.run(&KnightsMaterial { per_knight: 0.8 }, 200).unwrap();
-    assert!(s
-        .root_children()
-        .iter()
-        .all(|c| c.visits == 0 || c.q == 0.0));
-    assert_eq!(s.root_wdl(), Wdl::DRAW);
 }

@@ -38,11 +38,6 @@ pub struct UciArgs {
     /// a shorter win or a longer loss (0 = off; needs a moves-left head).
     #[arg(long, default_value_t = SearchConfig::play().moves_left_effect)]
     moves_left_effect: f32,
-    /// KataGo's score utility with the material head: this much of the
-    /// net's material estimate added to a move's value (0 = off; needs a
-    /// material head).
-    #[arg(long, default_value_t = SearchConfig::play().material_utility)]
-    material_utility: f32,
     /// A draw's worth to the engine, in [-1, 1] (lc0's draw score; below 0
     /// it avoids draws, as against a weaker opponent).
     #[arg(long, default_value_t = SearchConfig::play().draw_score, allow_negative_numbers = true)]
@@ -66,11 +61,6 @@ pub fn run(args: UciArgs) -> Result<()> {
         args.moves_left_effect
     );
     anyhow::ensure!(
-        (0.0..=1.0).contains(&args.material_utility),
-        "--material-utility {} is not a number in [0, 1]",
-        args.material_utility
-    );
-    anyhow::ensure!(
         DRAW_SCORES.contains(&args.draw_score),
         "--draw-score {} is not a number in {DRAW_SCORES:?}",
         args.draw_score
@@ -86,7 +76,6 @@ pub fn run(args: UciArgs) -> Result<()> {
         policy_temperature: args.policy_temperature,
         root: args.root,
         moves_left_effect: args.moves_left_effect,
-        material_utility: args.material_utility,
         draw_score: args.draw_score,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")

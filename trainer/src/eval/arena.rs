@@ -149,8 +149,7 @@ pub fn parse_spec(spec: &str) -> Result<PlayerSpec> {
 const SEARCH_KEYS: &str = "c_puct, c_puct_base, c_puct_factor, fpu_reduction, leaves, \
                            virtual_loss, win_check, capture_prior, policy_temperature, \
                            root (puct or gumbel), gumbel_considered, gumbel_c_visit, \
-                           gumbel_c_scale, moves_left_effect, moves_left_slope, material_utility, \
-                           draw_score";
+                           gumbel_c_scale, moves_left_effect, moves_left_slope, draw_score";
 
 /// A network spec's `key=value;...` options: the budget (`playouts=N` or
 /// `movetime=MS`, default 100 playouts) and search settings over
@@ -193,7 +192,6 @@ fn parse_network_options(options: &str) -> Result<(Budget, SearchConfig)> {
             "gumbel_c_scale" => search.gumbel_c_scale = real(0.0..1e3)?,
             "moves_left_effect" => search.moves_left_effect = number_in(key, value, 0.0..=1.0)?,
             "moves_left_slope" => search.moves_left_slope = number_in(key, value, 0.0..=1.0)?,
-            "material_utility" => search.material_utility = number_in(key, value, 0.0..=1.0)?,
             "draw_score" => search.draw_score = number_in(key, value, DRAW_SCORES)?,
             "win_check" => {
                 search.win_check = match value {
@@ -229,7 +227,7 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
     format!(
         "{}:playouts={playouts};c_puct={};c_puct_base={};c_puct_factor={};fpu_reduction={};\
          leaves={};virtual_loss={};win_check={};capture_prior={};policy_temperature={};\
-         moves_left_effect={};moves_left_slope={};material_utility={};draw_score={};root={}{}",
+         moves_left_effect={};moves_left_slope={};draw_score={};root={}{}",
         weights.display(),
         search.c_puct,
         search.c_puct_base,
@@ -242,7 +240,6 @@ pub fn network_spec(weights: &Path, playouts: u32, search: &SearchConfig) -> Str
         search.policy_temperature,
         search.moves_left_effect,
         search.moves_left_slope,
-        search.material_utility,
         search.draw_score,
         search.root,
         match search.root {
@@ -1179,7 +1176,6 @@ mod tests {
             win_check: false,
             moves_left_effect: 0.05,
             moves_left_slope: 0.004,
-            material_utility: 0.3,
             draw_score: -0.25,
             ..SearchConfig::default()
         };
@@ -1218,7 +1214,6 @@ mod tests {
             "root=gumbel;gumbel_c_scale=-1",
             "moves_left_effect=1.5",
             "moves_left_slope=-0.1",
-            "material_utility=1.5",
             "draw_score=-1.5",
         ] {
             let spec = format!("{}:{bad}", dir.display());
