@@ -15,8 +15,10 @@
 //!   block). Under `Rules::Base` the rule 5/6 planes are zero.
 //! - With [`EncoderConfig::attacks`], the [`attack`] planes: the squares
 //!   each side attacks once and twice or more, in the current position.
-//! - With [`EncoderConfig::hanging`], last, the [`hanging`] planes: each
+//! - With [`EncoderConfig::hanging`], the [`hanging`] planes: each
 //!   side's pieces that hang ([`Position::hanging`]).
+//! - With [`EncoderConfig::ply_plane`] N > 0, last, one plane of the plies
+//!   played since the game's start, / N, capped at 1.
 //!
 //! [`plane_names`] lists them all for debugging.
 
@@ -110,6 +112,14 @@ pub struct EncoderConfig {
     /// The [`hanging`] planes. Absent from networks saved before it: off.
     #[serde(default)]
     pub hanging: bool,
+    /// With N > 0, a plane of the plies played / N, capped at 1 (0 = none).
+    /// N is self-play's game-length cap: with the plane, the cap is a rule
+    /// the position shows, so a capped game's material verdict is a result
+    /// the value can learn. The ply is read from the position's fullmove
+    /// number, which every self-play start sets to 1. Absent from networks
+    /// saved before it: none.
+    #[serde(default)]
+    pub ply_plane: u32,
 }
 
 impl Default for EncoderConfig {
@@ -118,6 +128,7 @@ impl Default for EncoderConfig {
             history: 4,
             attacks: false,
             hanging: false,
+            ply_plane: 0,
         }
     }
 }
@@ -130,7 +141,10 @@ impl EncoderConfig {
     }
 
     pub fn planes(&self) -> usize {
-        self.feature_plane(feature::COUNT) + self.attack_planes() + self.hanging_planes()
+        self.feature_plane(feature::COUNT)
+            + self.attack_planes()
+            + self.hanging_planes()
+            + usize::from(self.ply_plane > 0)
     }
 
     pub fn input_len(&self) -> usize {
@@ -167,6 +181,11 @@ impl EncoderConfig {
         self.feature_plane(feature::COUNT) + self.attack_planes() + offset
     }
 
+    /// The ply plane (with [`EncoderConfig::ply_plane`] > 0): the last.
+    pub fn ply_plane_index(&self) -> Option<usize> {
+        (self.ply_plane > 0).then(|| self.planes() - 1)
+    }
+
     fn attack_planes(&self) -> usize {
         if self.attacks {
             attack::COUNT
@@ -184,13 +203,14 @@ impl EncoderConfig {
     }
 
     /// The planes [`encode`] fills with one value over the whole board: every
-    /// [`feature`] plane but the en passant squares. The net's input layer
+    /// [`feature`] plane but the en passant squares, and the ply plane. The net's input layer
     /// reads them as one number per position rather than convolving them
     /// (`net::Net`'s input layer), which is exact because they are uniform.
     pub fn whole_board_planes(&self) -> Vec<usize> {
         (0..feature::COUNT)
             .filter(|&offset| offset != feature::EN_PASSANT)
             .map(|offset| self.feature_plane(offset))
+            .chain(self.ply_plane_index())
             .collect()
     }
 
@@ -269,6 +289,17 @@ pub fn encode(config: &EncoderConfig, request: &EvalRequest<'_>, out: &mut [f32]
             }
         }
     }
+    if let Some(plane) = config.ply_plane_index() {
+        fill(out, plane, ply_share(pos, config.ply_plane));
+    }
+}
+
+/// The plies played since the game's start (fullmove 1, White to move),
+/// over `cap`, at most 1.
+fn ply_share(pos: &Position, cap: u32) -> f32 {
+    let fullmove = u32::from(pos.fullmove_number().max(1));
+    let ply = 2 * (fullmove - 1) + u32::from(pos.side_to_move() == Color::Black);
+    (ply as f32 / cap as f32).min(1.0)
 }
 
 fn encode_rule_state(
@@ -375,6 +406,9 @@ pub fn plane_names(config: &EncoderConfig) -> Vec<String> {
         for side in SIDES {
             names.push(format!("{side} pieces hanging"));
         }
+    }
+    if config.ply_plane > 0 {
+        names.push("plies played".to_string());
     }
     debug_assert_eq!(names.len(), config.planes());
     names

@@ -1053,6 +1053,7 @@ mod tests {
             history: 2,
             attacks: true,
             hanging: true,
+            ply_plane: 100,
         };
         let arch = Architecture {
             net: NetConfig::new(1, 16),

@@ -366,6 +366,7 @@ fn matches_the_reference_on_random_games() {
             history,
             attacks,
             hanging,
+            ply_plane: 0,
         };
         for game in random_games(history as u64, 12, 120) {
             let game: Vec<Position> = game.iter().map(|p| p.with_rules(rules)).collect();
@@ -385,6 +386,39 @@ fn matches_the_reference_on_random_games() {
             }
         }
     }
+}
+
+/// The ply plane counts the plies from a game's start (fullmove 1) against
+/// its cap, whoever is to move, and is read as one number per position.
+#[test]
+fn the_ply_plane_counts_plies_against_the_cap() {
+    let config = EncoderConfig {
+        ply_plane: 100,
+        ..config()
+    };
+    assert_eq!(config.planes(), self::config().planes() + 1);
+    let plane_index = config.ply_plane_index().unwrap();
+    assert_eq!(plane_names(&config)[plane_index], "plies played");
+    assert!(config.whole_board_planes().contains(&plane_index));
+    assert_eq!(self::config().ply_plane_index(), None);
+    let share = |fen: &str| {
+        let pos = Position::from_fen(fen).unwrap();
+        let out = encode_with(&config, &[pos], 0);
+        let values = plane(&out, plane_index);
+        assert!(values.iter().all(|&v| v == values[0]), "{fen}");
+        values[0]
+    };
+    assert_eq!(share(START), 0.0);
+    let after_one = Position::start().after(Position::start().legal_moves()[0]);
+    assert_eq!(share(&after_one.fen()), 0.01);
+    assert_eq!(share("4k5/10/10/10/10/10/10/10/10/4K5 w - - 0 26"), 0.5);
+    assert_eq!(share("4k5/10/10/10/10/10/10/10/10/4K5 b - - 0 50"), 0.99);
+    assert_eq!(share("4k5/10/10/10/10/10/10/10/10/4K5 w - - 0 90"), 1.0);
+    // The rest of the encoding is the same as without the plane.
+    let pos = Position::from_fen("4k5/10/10/10/10/10/10/10/10/4K5 b - - 0 50").unwrap();
+    let with = encode_with(&config, &[pos], 0);
+    let without = encode_with(&self::config(), &[pos], 0);
+    assert_eq!(with[..without.len()], without[..]);
 }
 
 /// The planes the net's input layer reads as one number per position hold

@@ -17,6 +17,7 @@ use thiserror::Error;
 use crate::distributed::DistributedConfig;
 use crate::eval::ladder::EvaluationConfig;
 use crate::selfplay::SelfPlayConfig;
+use crate::training::replay::CappedValue;
 use crate::training::replay::ReplayConfig;
 use crate::training::state::TrainingConfig;
 
@@ -178,6 +179,17 @@ impl Config {
                 ),
             ));
         }
+        let verdict = self.training.capped_value == CappedValue::Verdict;
+        if verdict && self.encoder.ply_plane != self.selfplay.max_plies as u32 {
+            return Err((
+                "training.capped_value".into(),
+                format!(
+                    "\"verdict\" needs encoder.ply_plane = selfplay.max_plies ({}), so that \
+                     the position shows the cap; it is {}",
+                    self.selfplay.max_plies, self.encoder.ply_plane
+                ),
+            ));
+        }
         let heads = [
             (
                 "material",
@@ -296,6 +308,14 @@ mod tests {
     }
 
     #[test]
+    fn capped_games_teach_their_verdict_once_the_cap_is_an_input() {
+        let verdict = "[encoder]\nply_plane = 100\n[training]\ncapped_value = \"verdict\"\n";
+        let config = Config::parse(verdict, "verdict").unwrap();
+        assert_eq!(config.training.capped_value, CappedValue::Verdict);
+        assert_eq!(config.encoder.ply_plane, 100);
+    }
+
+    #[test]
     fn a_missing_key_takes_the_default_files_value() {
         let config = Config::parse("[replay]\nalpha = 0.5\n", "partial").unwrap();
         let default = Config::default_config();
@@ -395,6 +415,14 @@ mod tests {
                 "search.policy_temperature",
             ),
             ("[search]\nhistory = 1", "search.history"),
+            (
+                "[training]\ncapped_value = \"verdict\"",
+                "training.capped_value",
+            ),
+            (
+                "[encoder]\nply_plane = 200\n[training]\ncapped_value = \"verdict\"",
+                "training.capped_value",
+            ),
             (
                 "[selfplay]\nsparse_keep = [0.5, 0.2]",
                 "selfplay.sparse_keep",

@@ -28,6 +28,7 @@ fn exported_weights_and_torchscript_match_the_checkpoint() {
             history: 2,
             attacks: true,
             hanging: true,
+            ply_plane: 100,
         },
     };
     let net = Net::new(arch, Device::Cpu);

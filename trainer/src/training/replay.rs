@@ -169,6 +169,13 @@ pub enum CappedValue {
     /// found rather than what the game's last search did, which in a
     /// shuffle near the cap says a draw for every position before it.
     Q,
+    /// The verdict the game was adjudicated with (`[selfplay]
+    /// adjudication`): a result the position tells once the encoder shows
+    /// the plies played against the cap (`[encoder] ply_plane =
+    /// max_plies`, which the config requires with it). Capped games are
+    /// where a side far ahead failed to mate in time; without them the
+    /// value never learns that material wins.
+    Verdict,
 }
 
 impl ReplayBuffer {
@@ -469,6 +476,7 @@ impl TrainingSample {
             // `capped_value` is there exactly for self-play's capped games:
             // an imported game's search value may be its adjudicated result.
             (false, CappedValue::Q) => self.capped_value.map(|_| spread(self.search_value)),
+            (false, CappedValue::Verdict) => self.capped_value.map(|_| self.wdl),
             (false, CappedValue::None) => None,
         }
     }
@@ -1050,6 +1058,23 @@ mod tests {
         assert_eq!(batch.value_mask, [1.0; 2]);
         assert!(close(&batch.wdl[..3], [0.0, 1.0, 0.0]), "{:?}", batch.wdl);
         assert!(close(&batch.wdl[3..6], [0.6, 0.4, 0.0]), "{:?}", batch.wdl);
+        // "verdict": the adjudication, here a draw, from each side's view.
+        let mut won = game.clone();
+        won.outcome = Outcome::win(Color::White, Reason::Adjudication);
+        let won: Vec<TrainingSample> = (0..2).map(|ply| training_sample(&won, ply, 1, 1)).collect();
+        let verdict = Targets {
+            capped_value: CappedValue::Verdict,
+            ..RESULT_ONLY
+        };
+        let batch = build_batch(&samples, &encoder, &verdict);
+        assert_eq!(batch.value_mask, [1.0; 2]);
+        assert_eq!(batch.wdl, [0.0, 1.0, 0.0, 0.0, 1.0, 0.0]);
+        let batch = build_batch(&won, &encoder, &verdict);
+        assert_eq!(
+            batch.wdl,
+            [1.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            "White won on material"
+        );
         // Off, the capped game teaches no value.
         let batch = build_batch(&samples, &encoder, &RESULT_ONLY);
         assert_eq!(batch.value_mask, [0.0; 2]);
