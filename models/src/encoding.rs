@@ -203,9 +203,10 @@ impl EncoderConfig {
     }
 
     /// The planes [`encode`] fills with one value over the whole board: every
-    /// [`feature`] plane but the en passant squares, and the ply plane. The net's input layer
-    /// reads them as one number per position rather than convolving them
-    /// (`net::Net`'s input layer), which is exact because they are uniform.
+    /// [`feature`] plane but the en passant squares, and the ply plane. The
+    /// net's input layer reads them as one number per position rather than
+    /// convolving them (`net::Net`'s input layer), which is exact because
+    /// they are uniform.
     pub fn whole_board_planes(&self) -> Vec<usize> {
         (0..feature::COUNT)
             .filter(|&offset| offset != feature::EN_PASSANT)

@@ -17,8 +17,7 @@ use thiserror::Error;
 use crate::distributed::DistributedConfig;
 use crate::eval::ladder::EvaluationConfig;
 use crate::selfplay::SelfPlayConfig;
-use crate::training::replay::CappedValue;
-use crate::training::replay::ReplayConfig;
+use crate::training::replay::{CappedValue, ReplayConfig};
 use crate::training::state::TrainingConfig;
 
 pub const DEFAULT_TOML: &str = include_str!("../../configs/default.toml");
@@ -179,8 +178,9 @@ impl Config {
                 ),
             ));
         }
-        let verdict = self.training.capped_value == CappedValue::Verdict;
-        if verdict && self.encoder.ply_plane != self.selfplay.max_plies as u32 {
+        if self.training.capped_value == CappedValue::Verdict
+            && self.encoder.ply_plane != self.selfplay.max_plies as u32
+        {
             return Err((
                 "training.capped_value".into(),
                 format!(
