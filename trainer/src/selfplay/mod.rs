@@ -43,11 +43,6 @@ pub struct SelfPlayConfig {
     pub fast_playouts: u32,
     /// Share of moves searched fully.
     pub full_search_share: f64,
-    /// Share of games in which one side, drawn at random, searches every
-    /// move fully while the other keeps `full_search_share`: the stronger
-    /// side takes more of what the weaker one leaves hanging, so that the
-    /// results teach what a hung piece costs.
-    pub strong_side_share: f64,
     /// In full searches, KataGo's forced playouts with policy target pruning
     /// ([`engine::mcts::Search::set_forced_playouts`]).
     pub forced_playouts: bool,
@@ -98,7 +93,6 @@ impl SelfPlayConfig {
             "full_search_share",
             || format!("{} (expected 0 < share <= 1)", self.full_search_share),
         )?;
-        within("strong_side_share", self.strong_side_share, 0.0, 1.0)?;
         non_negative("temperature", self.temperature)?;
         within("sparse_start_share", self.sparse_start_share, 0.0, 1.0)?;
         let [low, high] = self.sparse_keep;
@@ -150,8 +144,6 @@ pub struct GameStats {
     pub capped: bool,
     /// It began from a sparse start.
     pub sparse: bool,
-    /// The side that searched every move fully, in a game that had one.
-    pub strong_side: Option<Color>,
     /// The position's key after 10 plies, if the game got that far: the
     /// share of distinct ones measures how much games differ.
     pub key_at_ply10: Option<u64>,
@@ -215,18 +207,11 @@ pub fn play_game(
     } else {
         Position::start()
     };
-    // No draw at a share of 0 either.
-    let strong_side = (config.strong_side_share > 0.0 && rng.random_bool(config.strong_side_share))
-        .then(|| match rng.random_bool(0.5) {
-            true => Color::White,
-            false => Color::Black,
-        });
     let mut game = Game::new(start);
     let mut search = Search::new(*search_config, &game);
     let mut moves = Vec::new();
     let mut stats = GameStats {
         sparse,
-        strong_side,
         resign_threshold,
         ..GameStats::default()
     };
@@ -248,7 +233,7 @@ pub fn play_game(
         if moves.len() == DIVERSITY_PLY {
             stats.key_at_ply10 = Some(pos.key());
         }
-        let full = strong_side == Some(us) || rng.random_bool(config.full_search_share);
+        let full = rng.random_bool(config.full_search_share);
         let before = search.evaluations();
         search.set_forced_playouts(full && config.forced_playouts);
         // A full search's visits become the policy target: no heuristic at
@@ -410,7 +395,6 @@ mod tests {
             playouts: 8,
             fast_playouts: 2,
             full_search_share: 0.5,
-            strong_side_share: 0.0,
             forced_playouts: false,
             temperature: 1.0,
             temperature_plies: 10,
@@ -451,7 +435,6 @@ mod tests {
             assert_eq!(stats.plies, record.moves.len());
             assert_eq!(stats.sparse, record.start != Position::start());
             assert_eq!(stats.sparse, sparse_start_share == 1.0);
-            assert_eq!(stats.strong_side, None);
             let mut game = Game::new(record.start);
             for m in &record.moves {
                 let legal = game.position().legal_moves();
@@ -474,44 +457,6 @@ mod tests {
             );
             assert!(throughput.nodes.load(Ordering::Relaxed) > 0);
         }
-    }
-
-    #[test]
-    fn a_strong_side_searches_every_move_fully() {
-        let config = SelfPlayConfig {
-            strong_side_share: 1.0,
-            full_search_share: 0.01,
-            ..config()
-        };
-        let mut sides = Vec::new();
-        for seed in 0..8 {
-            let mut rng = SmallRng::seed_from_u64(seed);
-            let (record, stats) = play_game(
-                &config,
-                &SearchConfig::default(),
-                config.resign_threshold,
-                &UniformEvaluator,
-                0,
-                &Throughput::default(),
-                &mut rng,
-            )
-            .unwrap();
-            let strong = stats.strong_side.expect("every game has a strong side");
-            sides.push(strong);
-            let mut pos = record.start;
-            let mut weak_targets = 0;
-            for m in &record.moves {
-                let full = !m.visits.is_empty();
-                match pos.side_to_move() == strong {
-                    true => assert!(full, "a fast search for the strong side"),
-                    false => weak_targets += full as usize,
-                }
-                pos = pos.after(m.mv);
-            }
-            // The other side keeps its 1% of full searches.
-            assert!(weak_targets * 8 < record.moves.len(), "{weak_targets}");
-        }
-        assert!(sides.contains(&Color::White) && sides.contains(&Color::Black));
     }
 
     #[test]

@@ -106,10 +106,6 @@ struct SelfPlayTotals {
     /// Games from sparse starts, and those of them that reached the cap.
     sparse: u64,
     sparse_adjudicated: u64,
-    /// Games with a strong side, and its points in them, two for a win and
-    /// one for a draw.
-    strong: u64,
-    strong_half_points: u64,
     would_resign: u64,
     false_resign: u64,
     /// The threshold the latest game was played with: the totals are the
@@ -143,14 +139,6 @@ impl SelfPlayTotals {
         self.adjudicated += stats.capped as u64;
         self.sparse += stats.sparse as u64;
         self.sparse_adjudicated += (stats.sparse && stats.capped) as u64;
-        if let Some(side) = stats.strong_side {
-            self.strong += 1;
-            self.strong_half_points += match outcome.winner {
-                Some(w) if w == side => 2,
-                Some(_) => 0,
-                None => 1,
-            };
-        }
         self.would_resign += stats.would_resign.is_some() as u64;
         self.false_resign += stats.false_resign as u64;
         self.resign_threshold = stats.resign_threshold;
@@ -1014,10 +1002,6 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 (
                     "selfplay/sparse_adjudicated_share",
                     tally.sparse_adjudicated as f64 / tally.sparse.max(1) as f64,
-                ),
-                (
-                    "selfplay/strong_side_score",
-                    tally.strong_half_points as f64 / (2 * tally.strong.max(1)) as f64,
                 ),
                 ("selfplay/resign_threshold", tally.resign_threshold.into()),
                 (
