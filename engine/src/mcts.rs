@@ -322,6 +322,9 @@ pub struct Search {
     evaluations: u64,
     /// KataGo's forced playouts at the root, pruned from the policy target.
     forced_playouts: bool,
+    /// One visit for every root capture before PUCT chooses, pruned from the
+    /// policy target unless PUCT adds more.
+    forced_captures: bool,
     /// Whether `capture_prior` shapes the root's priors.
     root_capture_prior: bool,
     /// Whether Dirichlet noise is on the root's priors (until the next move).
@@ -377,6 +380,7 @@ impl Search {
             keys,
             evaluations: 0,
             forced_playouts: false,
+            forced_captures: false,
             root_capture_prior: true,
             root_noised: false,
             gumbel_noise: Vec::new(),
@@ -416,6 +420,17 @@ impl Search {
     /// from every move but the best the visits its PUCT score did not earn.
     pub fn set_forced_playouts(&mut self, on: bool) {
         self.forced_playouts = on;
+    }
+
+    /// With `on`, every root capture gets one visit (the highest prior
+    /// first) before PUCT chooses. A young network's priors on captures are
+    /// tiny (a hundredth of a percent to a percent), so PUCT never looks at
+    /// taking a hung piece and the policy never learns to; one visit shows
+    /// the capture's value, and PUCT gives it more if that is good. As with
+    /// forced playouts, [`Search::policy_target`] then counts a move left
+    /// with its one visit as none.
+    pub fn set_forced_captures(&mut self, on: bool) {
+        self.forced_captures = on;
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -639,6 +654,18 @@ impl Search {
         if id == ROOT {
             if let Some(halving) = &self.halving {
                 return parent.first_child + self.halving_choice(halving) as NodeId;
+            }
+        }
+        if id == ROOT && self.forced_captures {
+            let pos = self.root_position();
+            let unvisited = self.nodes[parent.children()]
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.visits + c.in_flight == 0)
+                .filter(|(_, c)| pos.is_capture(c.mv.expect("children carry moves")))
+                .max_by(|a, b| a.1.prior.total_cmp(&b.1.prior));
+            if let Some((i, _)) = unvisited {
+                return parent.first_child + i as NodeId;
             }
         }
         if id == ROOT && self.forced_playouts {
@@ -983,10 +1010,10 @@ impl Search {
     }
 
     /// The policy target of each root move in generation order, as integer
-    /// weights: PUCT's visits, with forced playouts pruned as KataGo prunes
-    /// (from each move but the most visited, as many visits, at most its
-    /// forced count, as leave its PUCT score below the best move's, and a
-    /// move left with one visit counts none); a Gumbel root's improved
+    /// weights: PUCT's visits, with forced playouts and forced captures
+    /// pruned as KataGo prunes (from each move but the most visited, as many
+    /// visits, at most its forced ones, as leave its PUCT score below the
+    /// best move's, and a move left with one visit counts none); a Gumbel root's improved
     /// policy `softmax(logit + sigma(completed q))` in units of
     /// 1/[`GUMBEL_TARGET_SCALE`].
     pub fn policy_target(&self) -> Vec<u32> {
@@ -1004,10 +1031,20 @@ impl Search {
         let Some(best) = (0..children.len()).max_by_key(|&i| visits[i]) else {
             return visits;
         };
-        if !self.forced_playouts || visits[best] <= 1 {
+        if !(self.forced_playouts || self.forced_captures) || visits[best] <= 1 {
             return visits;
         }
         let total = self.nodes[ROOT as usize].visits as f32;
+        let pos = self.root_position();
+        // The visits each move may have been given without PUCT choosing them.
+        let forced = |c: &ChildStats| {
+            let playouts = match self.forced_playouts {
+                true => forced_count(c.prior, total),
+                false => 0.0,
+            };
+            let capture = (self.forced_captures && pos.is_capture(c.mv)) as u32 as f32;
+            playouts + capture
+        };
         let explore = self.c_puct(total) * total.max(1.0).sqrt();
         let puct = |c: &ChildStats, n: f32| c.q + explore * c.prior / (1.0 + n);
         let bar = puct(&children[best], visits[best] as f32);
@@ -1020,8 +1057,8 @@ impl Search {
                     return n;
                 }
                 // The fewest visits at which the move's score stays at or
-                // below the best's, no lower than its forced count allows.
-                let floor = (n as f32 - forced_count(c.prior, total)).max(0.0);
+                // below the best's, no lower than its forced visits allow.
+                let floor = (n as f32 - forced(c)).max(0.0);
                 let earned = match bar > c.q {
                     true => (explore * c.prior / (bar - c.q) - 1.0).max(0.0),
                     false => n as f32,

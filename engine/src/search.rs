@@ -245,6 +245,21 @@ pub struct SearchInfo {
     pub score: Score,
     pub wdl: Option<WdlPermille>,
     pub pv: Vec<Move>,
+    /// Each root move's statistics, best first, for a searcher asked for
+    /// them (lc0's `VerboseMoveStats`); each becomes an `info string` line.
+    pub moves: Vec<MoveStats>,
+}
+
+/// What a tree search knows of one root move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MoveStats {
+    pub mv: Move,
+    pub visits: u32,
+    /// The network's prior, as the search used it, in [0, 1].
+    pub prior: f32,
+    /// The mean value of its visits for the side to move, in [-1, 1]
+    /// (`None` before a visit).
+    pub q: Option<f32>,
 }
 
 #[cfg(test)]

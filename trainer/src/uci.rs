@@ -8,7 +8,7 @@ use anyhow::Result;
 use engine::mcts::{RootSearch, Search, SearchConfig, DRAW_SCORES, POLICY_TEMPERATURES};
 use engine::players::mcts::MctsPlayer;
 use engine::uci::{
-    OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
+    MoveStats, OptionKind, OptionValue, Score, SearchInfo, SearchLimits, UciOption, UciSearcher,
 };
 use engine::{Game, Move};
 use models::server::{InferenceServer, ServerConfig};
@@ -41,6 +41,8 @@ pub struct NetSettings {
     pub moves_left_effect: f32,
     /// `[search] draw_score`: a draw's worth to the engine (0 = a draw).
     pub draw_score: f32,
+    /// Each root move's statistics after each search (lc0's `VerboseMoveStats`).
+    pub verbose_move_stats: bool,
 }
 
 /// A loaded network with its inference server and search.
@@ -127,7 +129,22 @@ fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
         score: Score::from_value(wdl.value()),
         wdl: Some(wdl.into()),
         pv,
+        moves: Vec::new(),
     }
+}
+
+/// The root moves best first, as [`Search::ranked_root_children`] ranks them.
+fn move_stats(search: &Search) -> Vec<MoveStats> {
+    search
+        .ranked_root_children()
+        .into_iter()
+        .map(|c| MoveStats {
+            mv: c.mv,
+            visits: c.visits,
+            prior: c.prior,
+            q: (!c.q.is_nan()).then_some(c.q),
+        })
+        .collect()
 }
 
 /// Whether the principal variation `pv` from `game` is `depth` moves deep or
@@ -206,6 +223,12 @@ impl UciSearcher for NetSearcher {
                     choices: vec![RootSearch::Puct.to_string(), RootSearch::Gumbel.to_string()],
                 },
             },
+            UciOption {
+                name: "VerboseMoveStats".to_string(),
+                kind: OptionKind::Check {
+                    default: s.verbose_move_stats,
+                },
+            },
         ]
     }
 
@@ -244,6 +267,11 @@ impl UciSearcher for NetSearcher {
                 settings.draw_score = number_option(name, text, DRAW_SCORES, &shown)?;
             }
             ("RootSearch", OptionValue::Combo(text)) => settings.root = text.parse()?,
+            ("VerboseMoveStats", OptionValue::Check(on)) => {
+                // Read after each search: nothing to reload.
+                self.settings.verbose_move_stats = *on;
+                return Ok(());
+            }
             _ => return Err(format!("no option {name} of this type")),
         }
         self.reload(settings)
@@ -315,7 +343,11 @@ impl UciSearcher for NetSearcher {
             });
         if let Some(search) = self.loaded.player.last_search() {
             let done = search.root_visits() as u64 - first_visits.unwrap_or(0);
-            report(&info(search, started, done));
+            let mut last = info(search, started, done);
+            if self.settings.verbose_move_stats {
+                last.moves = move_stats(search);
+            }
+            report(&last);
         }
         mv
     }

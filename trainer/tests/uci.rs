@@ -10,7 +10,7 @@ use engine::uci::harness::{
     assert_legal_answer, assert_legal_answers, assert_quit_and_eof_answer, assert_random_sessions,
     best_move, errors, Gui, StreamConfig,
 };
-use engine::{parse_coordinate, Move};
+use engine::{parse_coordinate, Move, Position};
 use models::encoding::EncoderConfig;
 use models::net::{Architecture, Net, NetConfig};
 use tch::Device;
@@ -183,6 +183,18 @@ fn scripted_session() {
         &["go nodes 30 searchmoves a2a3 k2k4"],
     );
 
+    // Each root move's statistics after the search, best first.
+    gui.send("setoption name VerboseMoveStats value true");
+    assert!(gui.sync().is_empty(), "{}", gui.transcript());
+    let (info, best) = gui.go("go nodes 40");
+    assert_verbose_move_stats(&info, &best, &pos, &gui.transcript());
+    gui.send("setoption name VerboseMoveStats value false");
+    let (info, _) = gui.go("go nodes 40");
+    assert!(
+        info.iter().all(|l| l.starts_with("info depth ")),
+        "{info:?}"
+    );
+
     // Black is mated: nothing to search.
     assert_game_over_answer(
         &mut gui,
@@ -193,6 +205,43 @@ fn scripted_session() {
 
     gui.send("quit");
     assert!(gui.close().is_empty());
+}
+
+/// One `info string` line per legal move after the last `info depth`
+/// line, the best move first, priors summing to one and visits to at least
+/// the playouts searched.
+fn assert_verbose_move_stats(info: &[String], best: &str, pos: &Position, transcript: &str) {
+    let start = info
+        .iter()
+        .position(|l| l.starts_with("info string "))
+        .unwrap_or_else(|| panic!("no move statistics:\n{transcript}"));
+    assert!(
+        start > 0 && info[start - 1].starts_with("info depth "),
+        "{transcript}"
+    );
+    let stats = &info[start..];
+    let legal: Vec<String> = pos.legal_moves().iter().map(Move::to_string).collect();
+    assert_eq!(stats.len(), legal.len(), "{transcript}");
+    let (mut visits, mut prior) = (0, 0.0);
+    for (i, line) in stats.iter().enumerate() {
+        // info string e2e5 N: 12 (P: 3.10%) (Q: +0.1234)
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words.len(), 9, "{line}");
+        assert!(legal.contains(&words[2].to_string()), "{line}");
+        if i == 0 {
+            assert_eq!(best_move(best), words[2], "{transcript}");
+        }
+        let n: u32 = words[4].parse().expect(line);
+        visits += n;
+        prior += words[6].trim_end_matches("%)").parse::<f32>().expect(line) / 100.0;
+        let q = words[8].trim_end_matches(')');
+        match q.parse::<f32>() {
+            Ok(q) => assert!(n > 0 && (-1.0..=1.0).contains(&q), "{line}"),
+            Err(_) => assert!(n == 0 && q == "-", "{line}"),
+        }
+    }
+    assert!(visits >= 40, "{transcript}");
+    assert!((prior - 1.0).abs() < 0.01, "{prior}: {transcript}");
 }
 
 #[test]

@@ -500,6 +500,73 @@ fn capture_prior_finds_a_capture_the_priors_hide() {
     assert!((total - 1.0).abs() < 1e-5, "{total}");
 }
 
+/// [`CaptureShy`]'s priors with every position a draw: a capture that
+/// shows nothing.
+struct CaptureShyDrawn;
+
+impl Evaluator for CaptureShyDrawn {
+    fn evaluate_batch(&self, requests: &[EvalRequest<'_>]) -> Result<Vec<Evaluation>, EvalError> {
+        let mut out = CaptureShy.evaluate_batch(requests)?;
+        for eval in &mut out {
+            eval.wdl = Wdl::DRAW;
+        }
+        Ok(out)
+    }
+}
+
+/// A search of `fen` with the network's priors alone and one leaf in
+/// flight, with or without forced captures.
+fn with_forced_captures(fen: &str, evaluator: &dyn Evaluator, playouts: u32, on: bool) -> Search {
+    let mut s = Search::new(
+        SearchConfig {
+            leaves_in_flight: 1,
+            ..priors_only()
+        },
+        &game(fen),
+    );
+    s.set_forced_playouts(true);
+    s.set_forced_captures(on);
+    s.run(evaluator, playouts).unwrap();
+    s
+}
+
+#[test]
+fn forced_captures_find_a_capture_the_priors_hide() {
+    let capture = |s: &Search| {
+        let mv = mv(s.root_position(), "d3d7");
+        let i = s.root_children().iter().position(|c| c.mv == mv).unwrap();
+        (mv, i)
+    };
+    // The free rook's prior is a four-thousandth: PUCT never looks at it.
+    let plain = with_forced_captures(FREE_ROOK, &CaptureShy, 48, false);
+    let (_, i) = capture(&plain);
+    assert_eq!(plain.root_children()[i].visits, 0);
+    // One visit shows it wins a rook, and PUCT takes it from there.
+    let forced = with_forced_captures(FREE_ROOK, &CaptureShy, 48, true);
+    let (mv, i) = capture(&forced);
+    assert_eq!(forced.best_move(), Some(mv));
+    let target = forced.policy_target();
+    assert_eq!(target[i], forced.root_children()[i].visits);
+    assert!(target[i] > target.iter().sum::<u32>() / 2, "{target:?}");
+}
+
+#[test]
+fn forced_captures_that_show_nothing_leave_the_target() {
+    let s = with_forced_captures(FREE_ROOK, &CaptureShyDrawn, 48, true);
+    let pos = s.root_position();
+    let target = s.policy_target();
+    let children = s.root_children();
+    let captures: Vec<usize> = (0..children.len())
+        .filter(|&i| pos.is_capture(children[i].mv))
+        .collect();
+    assert!(!captures.is_empty());
+    for i in captures {
+        assert_eq!(children[i].visits, 1, "{:?}", children[i]);
+        assert_eq!(target[i], 0, "{target:?}");
+    }
+    assert!(target.iter().zip(&children).all(|(&t, c)| t <= c.visits));
+}
+
 #[test]
 fn policy_temperature_flattens_the_priors_the_search_uses() {
     let config = SearchConfig {

@@ -196,6 +196,7 @@ impl AlphaBeta {
                     score: uci_score(score),
                     wdl: None,
                     pv: self.principal_variation(&pos, depth as usize),
+                    moves: Vec::new(),
                 });
             }
         }

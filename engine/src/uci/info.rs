@@ -1,8 +1,9 @@
-//! A search's progress as a UCI `info` line.
+//! A search's progress as a UCI `info` line, and its root moves'
+//! statistics as `info string` lines.
 
 use std::fmt;
 
-use crate::search::{Score, SearchInfo};
+use crate::search::{MoveStats, Score, SearchInfo};
 
 impl fmt::Display for SearchInfo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -31,5 +32,24 @@ impl fmt::Display for SearchInfo {
             }
         }
         Ok(())
+    }
+}
+
+/// lc0's `VerboseMoveStats` line, shortened to what every searcher here
+/// knows: `info string e2e5 N: 12 (P: 3.10%) (Q: +0.1234)`, with `(Q: -)`
+/// for a move not visited yet.
+impl fmt::Display for MoveStats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "info string {} N: {} (P: {:.2}%)",
+            self.mv,
+            self.visits,
+            self.prior * 100.0
+        )?;
+        match self.q {
+            Some(q) => write!(f, " (Q: {q:+.4})"),
+            None => f.write_str(" (Q: -)"),
+        }
     }
 }

@@ -19,8 +19,8 @@ pub use options::{OptionError, OptionKind, OptionValue, UciOption};
 pub use session::run_uci;
 // What a searcher needs from the search layer, for protocol users.
 pub use crate::search::{
-    Score, SearchControl, SearchInfo, SearchLimits, TimeBudget, WdlPermille, HARD_PER_SOFT,
-    MIN_SAFETY_MARGIN, MOVE_OVERHEAD, SAFETY_DIVISOR, SUDDEN_DEATH_MOVES,
+    MoveStats, Score, SearchControl, SearchInfo, SearchLimits, TimeBudget, WdlPermille,
+    HARD_PER_SOFT, MIN_SAFETY_MARGIN, MOVE_OVERHEAD, SAFETY_DIVISOR, SUDDEN_DEATH_MOVES,
 };
 
 use crate::game::Game;
@@ -389,11 +389,33 @@ mod tests {
                 loss: 300,
             }),
             pv: vec![mv("e2e5"), mv("e9e7")],
+            moves: Vec::new(),
         };
         assert_eq!(
             info.to_string(),
             "info depth 3 seldepth 7 nodes 5000 nps 20000 time 250 score cp -35 \
              wdl 200 500 300 pv e2e5 e9e7"
+        );
+        let stats = [
+            MoveStats {
+                mv: mv("e2e5"),
+                visits: 12,
+                prior: 0.031,
+                q: Some(-0.12345),
+            },
+            MoveStats {
+                mv: mv("f1i1"),
+                visits: 0,
+                prior: 0.0005,
+                q: None,
+            },
+        ];
+        assert_eq!(
+            stats.map(|s| s.to_string()),
+            [
+                "info string e2e5 N: 12 (P: 3.10%) (Q: -0.1235)",
+                "info string f1i1 N: 0 (P: 0.05%) (Q: -)",
+            ]
         );
         let info = SearchInfo {
             seldepth: None,

@@ -14,7 +14,7 @@ use super::UciSearcher;
 use crate::error::MoveError;
 use crate::game::Game;
 use crate::position::{Move, Position};
-use crate::search::{SearchControl, SearchLimits, TimeBudget};
+use crate::search::{MoveStats, SearchControl, SearchLimits, TimeBudget};
 
 /// Runs the UCI protocol until `quit` or the end of `input`. Searches run on
 /// their own thread, so `isready`, `stop` and `quit` are answered during a
@@ -295,8 +295,10 @@ impl SearchJob {
         let searched = panic::catch_unwind(AssertUnwindSafe(|| {
             searcher.search(&self.game, &self.limits, &mut |info| {
                 pv.clone_from(&info.pv);
+                let lines = std::iter::once(info.to_string())
+                    .chain(info.moves.iter().map(MoveStats::to_string));
                 // Nobody reads the answer any more: stop early.
-                if self.out.line(&info.to_string()).is_err() {
+                if lines.map(|line| self.out.line(&line)).any(|r| r.is_err()) {
                     self.limits.control.stop();
                 }
             })

@@ -42,6 +42,10 @@ pub struct UciArgs {
     /// it avoids draws, as against a weaker opponent).
     #[arg(long, default_value_t = SearchConfig::play().draw_score, allow_negative_numbers = true)]
     draw_score: f32,
+    /// After each search, one `info string` line per root move: visits,
+    /// prior and value (lc0's `VerboseMoveStats`).
+    #[arg(long)]
+    verbose_move_stats: bool,
 }
 
 pub fn run(args: UciArgs) -> Result<()> {
@@ -77,6 +81,7 @@ pub fn run(args: UciArgs) -> Result<()> {
         root: args.root,
         moves_left_effect: args.moves_left_effect,
         draw_score: args.draw_score,
+        verbose_move_stats: args.verbose_move_stats,
     })?;
     run_uci(searcher, std::io::stdin().lock(), std::io::stdout()).context("UCI session")
 }

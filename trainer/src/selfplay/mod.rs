@@ -46,6 +46,10 @@ pub struct SelfPlayConfig {
     /// In full searches, KataGo's forced playouts with policy target pruning
     /// ([`engine::mcts::Search::set_forced_playouts`]).
     pub forced_playouts: bool,
+    /// In full searches, one visit for every root capture before PUCT
+    /// chooses, pruned from the target unless PUCT adds more
+    /// ([`engine::mcts::Search::set_forced_captures`]).
+    pub forced_captures: bool,
     /// Moves are drawn with this temperature for the first `temperature_plies`
     /// plies of every game, fast searches' moves too (so games differ from
     /// the start)...
@@ -236,6 +240,7 @@ pub fn play_game(
         let full = rng.random_bool(config.full_search_share);
         let before = search.evaluations();
         search.set_forced_playouts(full && config.forced_playouts);
+        search.set_forced_captures(full && config.forced_captures);
         // A full search's visits become the policy target: no heuristic at
         // its root, then the noise. Each search adds its playouts to what
         // the kept subtree already holds.
@@ -396,6 +401,7 @@ mod tests {
             fast_playouts: 2,
             full_search_share: 0.5,
             forced_playouts: false,
+            forced_captures: false,
             temperature: 1.0,
             temperature_plies: 10,
             sparse_start_share: 0.0,
@@ -413,9 +419,16 @@ mod tests {
 
     #[test]
     fn a_game_replays_to_its_outcome() {
-        for (forced_playouts, sparse_start_share) in [(false, 0.0), (true, 0.0), (false, 1.0)] {
+        let variants = [
+            (false, false, 0.0),
+            (true, false, 0.0),
+            (true, true, 0.0),
+            (false, false, 1.0),
+        ];
+        for (forced_playouts, forced_captures, sparse_start_share) in variants {
             let config = SelfPlayConfig {
                 forced_playouts,
+                forced_captures,
                 sparse_start_share,
                 ..config()
             };
