@@ -43,21 +43,6 @@ RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 STATS = re.compile(r"info string (\S+) N: (\d+) \(P: ([\d.]+)%\) \(Q: (\S+)\)")
 
 
-def replay(replayer, sans):
-    """Coordinate moves and FENs (before each move and after the last) of a SAN game."""
-    moves, fens = [], []
-    for san in sans:
-        shown = replayer.show(moves)
-        fens.append(shown["fen"])
-        plain = [s.rstrip("+#") for s in shown["san"]]
-        try:
-            moves.append(shown["legal"][plain.index(san.rstrip("+#"))])
-        except ValueError:
-            sys.exit(f"blunders: {san} is not legal in {shown['fen']}")
-    fens.append(replayer.show(moves)["fen"])
-    return moves, fens
-
-
 class Engine:
     """`mixzero uci` with every root move's statistics after each search."""
 
@@ -138,7 +123,7 @@ def main():
         body = re.sub(r"\{[^}]*\}", " ", game.split("\n\n", 1)[1])
         sans = [s for s in (re.sub(r"^\d+\.+", "", t) for t in body.split() if t not in RESULTS)
                 if s]
-        moves, fens = replay(replayer, sans)
+        moves, fens = replayer.replay(sans)
         for ply in range(0 if white else 1, len(moves) - 1, 2):
             before = mvr.balance(fens[ply])
             later = [mvr.balance(fens[i]) for i in (ply + 2, ply + 4) if i < len(fens)]
@@ -147,6 +132,9 @@ def main():
             if args.level and abs(before) >= args.drop:
                 continue
             _, stats, best = engine.search(fens[ply], args.nodes)
+            if moves[ply] not in stats:
+                # Its only legal move (rule 5): the engine answers at once.
+                continue
             visits, prior, q = stats[moves[ply]]
             best_q = stats[best][2]
             child_value, child_stats, _ = engine.search(fens[ply + 1], 1)

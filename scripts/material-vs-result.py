@@ -48,6 +48,10 @@ class Replayer:
 
     def fens(self, sans):
         """FENs of the positions before each move and after the last."""
+        return self.replay(sans)[1]
+
+    def replay(self, sans):
+        """Coordinate moves, and FENs of the positions before each move and after the last."""
         if tuple(sans) in self.replayed:
             return self.replayed[tuple(sans)]
         moves, fens = [], []
@@ -60,8 +64,8 @@ class Replayer:
             except ValueError:
                 sys.exit(f"material-vs-result: {san} is not legal in {shown['fen']}")
         fens.append(self.show(moves)["fen"])
-        self.replayed[tuple(sans)] = fens
-        return fens
+        self.replayed[tuple(sans)] = (moves, fens)
+        return moves, fens
 
 
 def games(run_dir, count):

@@ -1013,9 +1013,9 @@ impl Search {
     /// weights: PUCT's visits, with forced playouts and forced captures
     /// pruned as KataGo prunes (from each move but the most visited, as many
     /// visits, at most its forced ones, as leave its PUCT score below the
-    /// best move's, and a move left with one visit counts none); a Gumbel root's improved
-    /// policy `softmax(logit + sigma(completed q))` in units of
-    /// 1/[`GUMBEL_TARGET_SCALE`].
+    /// best move's, and a move left with one visit counts none); a Gumbel
+    /// root's improved policy `softmax(logit + sigma(completed q))` in units
+    /// of 1/[`GUMBEL_TARGET_SCALE`].
     pub fn policy_target(&self) -> Vec<u32> {
         self.target_visits(&self.root_children())
     }

@@ -255,7 +255,8 @@ pub struct SearchInfo {
 pub struct MoveStats {
     pub mv: Move,
     pub visits: u32,
-    /// The network's prior, as the search used it, in [0, 1].
+    /// The evaluator's prior as the search used it (shaped, if it shapes
+    /// priors), in [0, 1].
     pub prior: f32,
     /// The mean value of its visits for the side to move, in [-1, 1]
     /// (`None` before a visit).
