@@ -38,7 +38,6 @@ spec = importlib.util.spec_from_file_location(
 mvr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mvr)
 
-RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 # info string e2e5 N: 12 (P: 3.10%) (Q: +0.1234)
 STATS = re.compile(r"info string (\S+) N: (\d+) \(P: ([\d.]+)%\) \(Q: (\S+)\)")
 
@@ -109,20 +108,15 @@ def main():
     args = parser.parse_args()
     replayer = mvr.Replayer(args.mixchess)
     with open(args.pgn) as f:
-        games = f.read().split("[Event")[1:]
+        games = list(mvr.arena_games(f.read(), args.player))
     if args.games:
         games = games[:args.games]
     engine = None
     rows = []
-    for game in games:
-        tag = lambda name: re.search(rf'\[{name} "([^"]*)"\]', game).group(1)
-        ours = args.player or next(p for p in (tag("White"), tag("Black")) if ":" in p)
+    for tags, ours, sans in games:
         if engine is None:
             engine = Engine(args.mixzero, args.weights, player_spec(ours))
-        white = tag("White") == ours
-        body = re.sub(r"\{[^}]*\}", " ", game.split("\n\n", 1)[1])
-        sans = [s for s in (re.sub(r"^\d+\.+", "", t) for t in body.split() if t not in RESULTS)
-                if s]
+        white = tags["White"] == ours
         moves, fens = replayer.replay(sans)
         for ply in range(0 if white else 1, len(moves) - 1, 2):
             before = mvr.balance(fens[ply])

@@ -16,7 +16,6 @@ Needs a release build of mixchess (`cargo build --release`).
 import argparse
 import importlib.util
 import os
-import re
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,9 +23,6 @@ spec = importlib.util.spec_from_file_location(
     "material_vs_result", os.path.join(ROOT, "scripts", "material-vs-result.py"))
 mvr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mvr)
-
-RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
-
 
 def balance(fen, white):
     """Material in pawns for White in `fen` if `white`, else for Black."""
@@ -44,17 +40,13 @@ def main():
     groups = defaultdict(list)
     with open(args.pgn) as f:
         text = f.read()
-    for game in text.split("[Event")[1:]:
-        tag = lambda name: re.search(rf'\[{name} "([^"]*)"\]', game).group(1)
-        ours = args.player or next(p for p in (tag("White"), tag("Black")) if ":" in p)
-        white = tag("White") == ours
-        body = re.sub(r"\{[^}]*\}", " ", game.split("\n\n", 1)[1])
-        sans = [re.sub(r"^\d+\.+", "", t) for t in body.split() if t not in RESULTS]
-        fen = replayer.fens([s for s in sans if s])[-1]
-        result = tag("Result")
+    for tags, ours, sans in mvr.arena_games(text, args.player):
+        white = tags["White"] == ours
+        fen = replayer.fens(sans)[-1]
+        result = tags["Result"]
         outcome = ("draw" if result == "1/2-1/2"
                    else "win" if (result == "1-0") == white else "loss")
-        groups[(outcome, tag("Termination"))].append(balance(fen, white))
+        groups[(outcome, tags["Termination"])].append(balance(fen, white))
     print("outcome  termination      games  mean  ahead>=3  behind>=3")
     for (outcome, termination), values in sorted(groups.items()):
         print(f"{outcome:8} {termination:15} {len(values):6} {sum(values) / len(values):6.1f}"

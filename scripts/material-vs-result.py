@@ -68,6 +68,21 @@ class Replayer:
         return moves, fens
 
 
+RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
+
+
+def arena_games(text, player=None):
+    """(tags, the network's player name, SAN moves) of each game of an arena
+    `--pgn-out` file; the network is `player`, else the player whose name
+    holds `:` (a network spec)."""
+    for game in text.split("[Event")[1:]:
+        tags = dict(re.findall(r'\[(\w+) "([^"]*)"\]', game))
+        ours = player or next(p for p in (tags["White"], tags["Black"]) if ":" in p)
+        body = re.sub(r"\{[^}]*\}", " ", game.split("\n\n", 1)[1])
+        sans = [re.sub(r"^\d+\.+", "", t) for t in body.split() if t not in RESULTS]
+        yield tags, ours, [s for s in sans if s]
+
+
 def games(run_dir, count):
     """(result, termination, SAN moves) of the last `count` games from the start position."""
     found = []
@@ -83,7 +98,7 @@ def games(run_dir, count):
                 sys.exit(f"material-vs-result: a game in {path} has no Result tag or no moves")
             result = result.group(1)
             body = re.sub(r"\d+\.", "", game.split("\n\n", 1)[1])
-            sans = [t for t in body.split() if t not in ("1-0", "0-1", "1/2-1/2", "*")]
+            sans = [t for t in body.split() if t not in RESULTS]
             found.append((result, termination.group(1) if termination else "", sans))
             if len(found) == count:
                 return found

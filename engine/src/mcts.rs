@@ -15,6 +15,7 @@ use crate::error::{check, non_negative, positive, within, InvalidKey};
 use crate::eval::{EvalError, EvalRequest, Evaluator, Wdl};
 use crate::game::Game;
 use crate::position::{Move, Position};
+use crate::search::MoveStats;
 
 /// How the root of a search chooses the moves it visits, the move it plays
 /// and the policy target it gives.
@@ -301,6 +302,17 @@ pub struct ChildStats {
     /// Mean value for the side to move at the root, in [-1, 1], its draws
     /// worth [`SearchConfig::draw_score`] (NaN before a visit).
     pub q: f32,
+}
+
+impl From<ChildStats> for MoveStats {
+    fn from(c: ChildStats) -> MoveStats {
+        MoveStats {
+            mv: c.mv,
+            visits: c.visits,
+            prior: c.prior,
+            q: (!c.q.is_nan()).then_some(c.q),
+        }
+    }
 }
 
 /// A leaf waiting for its evaluation.

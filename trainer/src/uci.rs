@@ -133,20 +133,6 @@ fn info(search: &Search, started: Instant, playouts: u64) -> SearchInfo {
     }
 }
 
-/// The root moves best first, as [`Search::ranked_root_children`] ranks them.
-fn move_stats(search: &Search) -> Vec<MoveStats> {
-    search
-        .ranked_root_children()
-        .into_iter()
-        .map(|c| MoveStats {
-            mv: c.mv,
-            visits: c.visits,
-            prior: c.prior,
-            q: (!c.q.is_nan()).then_some(c.q),
-        })
-        .collect()
-}
-
 /// Whether the principal variation `pv` from `game` is `depth` moves deep or
 /// ends the game: the tree never grows past a mate or a draw, so a deeper
 /// line would never come.
@@ -345,7 +331,9 @@ impl UciSearcher for NetSearcher {
             let done = search.root_visits() as u64 - first_visits.unwrap_or(0);
             let mut last = info(search, started, done);
             if self.settings.verbose_move_stats {
-                last.moves = move_stats(search);
+                // Best first, as `bestmove` ranks them.
+                let ranked = search.ranked_root_children().into_iter();
+                last.moves = ranked.map(MoveStats::from).collect();
             }
             report(&last);
         }
