@@ -24,6 +24,7 @@ spec = importlib.util.spec_from_file_location(
 mvr = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mvr)
 
+
 def balance(fen, white):
     """Material in pawns for White in `fen` if `white`, else for Black."""
     to_move = mvr.balance(fen)
