@@ -96,7 +96,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("pgn", help="an arena's --pgn-out file")
     parser.add_argument("--weights", required=True, help="the network's weights or run directory")
-    parser.add_argument("--player", help="the network's player name (default: the one with `:`)")
+    parser.add_argument("--player", help="the network's player name (default: the one that is not a baseline)")
     parser.add_argument("--nodes", type=int, default=100, help="playouts of the search before")
     parser.add_argument("--drop", type=float, default=2.0, help="pawns lost to count a blunder")
     parser.add_argument("--level", action="store_true",

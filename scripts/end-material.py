@@ -4,8 +4,8 @@ Status, "The moves-left utility at play").
 
 Replays each game of an `mixzero arena --pgn-out` file (with `mixchess
 show`, through material-vs-result.py's replayer) and prints, for each way
-a game ended from the network's side (the player whose name holds `:`, a
-network spec, or --player), the games, the mean material balance at the
+a game ended from the network's side (the player that is not a baseline,
+or --player), the games, the mean material balance at the
 end for the network (pawns 1, knights 3, bishops 3.25, rooks 5, queens 9)
 and how many ended with it 3 pawns or more ahead and behind.
 

@@ -71,13 +71,27 @@ class Replayer:
 RESULTS = ("1-0", "0-1", "1/2-1/2", "*")
 
 
+# The arena's built-in players and external engines: never the network.
+BASELINE = re.compile(r"random|greedy|alphabeta:\d+|uci:.*")
+
+
 def arena_games(text, player=None):
     """(tags, the network's player name, SAN moves) of each game of an arena
-    `--pgn-out` file; the network is `player`, else the player whose name
-    holds `:` (a network spec)."""
+    `--pgn-out` file; the network is `player`, else the one player that is
+    neither a built-in baseline nor an external engine (`alphabeta:1` has a
+    `:` as a network spec does, so the colon alone cannot tell them)."""
     for game in text.split("[Event")[1:]:
         tags = dict(re.findall(r'\[(\w+) "([^"]*)"\]', game))
-        ours = player or next(p for p in (tags["White"], tags["Black"]) if ":" in p)
+        ours = player
+        if ours is None:
+            networks = {p for p in (tags["White"], tags["Black"]) if not BASELINE.fullmatch(p)}
+            if len(networks) != 1:
+                sys.exit(f"material-vs-result: cannot tell the network in {tags['White']} "
+                         f"against {tags['Black']}: name it with --player")
+            ours = networks.pop()
+        elif ours not in (tags["White"], tags["Black"]):
+            sys.exit(f"material-vs-result: `{ours}` plays neither side of "
+                     f"{tags['White']} against {tags['Black']}")
         body = re.sub(r"\{[^}]*\}", " ", game.split("\n\n", 1)[1])
         sans = [re.sub(r"^\d+\.+", "", t) for t in body.split() if t not in RESULTS]
         yield tags, ours, [s for s in sans if s]
