@@ -10,10 +10,15 @@ losses) by phase and by material balance (pawns 1, knights 3, bishops
 White-to-move positions at --ply from those games, as played and with
 either queen taken off, and prints each network's mean value there
 (`mixzero uci`, capture prior 0): the queen swing is the value without
-Black's queen minus the value without White's.
+Black's queen minus the value without White's. With --calibration it
+also prints each network's mean value on the decided games' own positions
+(every 12th ply from ply 20), by material in 3-pawn steps, beside the
+games' mean result there: whether the value prices material as the games
+it learns from do.
 
     scripts/material-vs-result.py runs/s1
     scripts/material-vs-result.py runs/s1 --weights runs/s1/checkpoints/latest runs/s2/checkpoints/latest
+    scripts/material-vs-result.py runs/s1 --games 300 --calibration --weights runs/s1
 
 Needs release builds of mixchess and mixzero (`cargo build --release`).
 """
@@ -164,6 +169,31 @@ def table(replayer, found):
         print(f"{phase:12} {material:9} {n:9d} {(w - l) / n:+6.2f} {d / n:6.2f}")
 
 
+def calibration(replayer, found, weights, mixzero):
+    """Mean value of each network and mean result (side to move) by material
+    on the decided games' positions, every 12th ply from ply 20."""
+    rows = []
+    for result, termination, sans in found:
+        if termination in ("adjudication", ""):
+            continue
+        for fen in replayer.fens(sans)[20:-1:12]:
+            white = fen.split()[1] == "w"
+            score = 0 if result == "1/2-1/2" else (1 if (result == "1-0") == white else -1)
+            rows.append((max(-4, min(4, round(balance(fen) / 3))) * 3, score, fen))
+    if not rows:
+        sys.exit("material-vs-result: no decided game is 21 plies long")
+    columns = [values(mixzero, w, [fen for _, _, fen in rows], 1) for w in weights]
+    print(f"\nvalue and result (W-L, side to move) on {len(rows)} positions of the decided games")
+    print(f"{'material':>8} {'positions':>9} {'result':>7}  " + "  ".join(f"value {i + 1}" for i in range(len(weights))))
+    for bucket in sorted({b for b, _, _ in rows}):
+        at = [i for i, (b, _, _) in enumerate(rows) if b == bucket]
+        result = sum(rows[i][1] for i in at) / len(at)
+        means = "  ".join(f"{sum(c[i] for i in at) / len(at):+7.3f}" for c in columns)
+        print(f"{bucket:+8d} {len(at):9d} {result:+7.2f}  {means}")
+    for i, w in enumerate(weights):
+        print(f"value {i + 1}: {w}")
+
+
 def probe_positions(replayer, found, ply, count):
     positions = []
     for _, _, sans in found:
@@ -213,6 +243,8 @@ def main():
     parser.add_argument("--ply", type=int, default=40, help="ply of the probe positions (40; even)")
     parser.add_argument("--positions", type=int, default=30, help="probe positions (30)")
     parser.add_argument("--nodes", type=int, default=1, help="search nodes per probe (1: the net)")
+    parser.add_argument("--calibration", action="store_true",
+                        help="each network's value by material on the decided games, beside their results")
     parser.add_argument("--mixchess", default=os.path.join(ROOT, "target/release/mixchess"))
     parser.add_argument("--mixzero", default=os.path.join(ROOT, "target/release/mixzero"))
     args = parser.parse_args()
@@ -228,6 +260,8 @@ def main():
     table(replayer, found)
     if not args.weights:
         return
+    if args.calibration:
+        calibration(replayer, found, args.weights, args.mixzero)
     positions = probe_positions(replayer, found, args.ply, args.positions)
     if not positions:
         sys.exit(f"material-vs-result: no game reaches ply {args.ply + 10} with both queens")
