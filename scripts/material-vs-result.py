@@ -12,9 +12,9 @@ either queen taken off, and prints each network's mean value there
 (`mixzero uci`, capture prior 0): the queen swing is the value without
 Black's queen minus the value without White's. With --calibration it
 also prints each network's mean value on the decided games' own positions
-(every 12th ply from ply 20), by material in 3-pawn steps, beside the
-games' mean result there: whether the value prices material as the games
-it learns from do.
+(every --every plies from ply 20), by material in 3-pawn steps (+-12:
+10.5 pawns or more), beside the games' mean result there: whether the
+value prices material as the games it learns from do.
 
     scripts/material-vs-result.py runs/s1
     scripts/material-vs-result.py runs/s1 --weights runs/s1/checkpoints/latest runs/s2/checkpoints/latest
@@ -169,14 +169,14 @@ def table(replayer, found):
         print(f"{phase:12} {material:9} {n:9d} {(w - l) / n:+6.2f} {d / n:6.2f}")
 
 
-def calibration(replayer, found, weights, mixzero):
+def calibration(replayer, found, weights, mixzero, every):
     """Mean value of each network and mean result (side to move) by material
-    on the decided games' positions, every 12th ply from ply 20."""
+    on the decided games' positions, every `every` plies from ply 20."""
     rows = []
     for result, termination, sans in found:
         if termination in ("adjudication", ""):
             continue
-        for fen in replayer.fens(sans)[20:-1:12]:
+        for fen in replayer.fens(sans)[20:-1:every]:
             white = fen.split()[1] == "w"
             score = 0 if result == "1/2-1/2" else (1 if (result == "1-0") == white else -1)
             rows.append((max(-4, min(4, round(balance(fen) / 3))) * 3, score, fen))
@@ -245,11 +245,14 @@ def main():
     parser.add_argument("--nodes", type=int, default=1, help="search nodes per probe (1: the net)")
     parser.add_argument("--calibration", action="store_true",
                         help="each network's value by material on the decided games, beside their results")
+    parser.add_argument("--every", type=int, default=4, help="--calibration: plies between positions (4)")
     parser.add_argument("--mixchess", default=os.path.join(ROOT, "target/release/mixchess"))
     parser.add_argument("--mixzero", default=os.path.join(ROOT, "target/release/mixzero"))
     args = parser.parse_args()
     if args.ply % 2:
         parser.error("--ply must be even (White to move)")
+    if args.every < 1:
+        parser.error("--every must be at least 1")
     for path in [args.mixchess] + ([args.mixzero] if args.weights else []):
         if not os.access(path, os.X_OK):
             parser.error(f"no binary at {path} (cargo build --release)")
@@ -261,7 +264,7 @@ def main():
     if not args.weights:
         return
     if args.calibration:
-        calibration(replayer, found, args.weights, args.mixzero)
+        calibration(replayer, found, args.weights, args.mixzero, args.every)
     positions = probe_positions(replayer, found, args.ply, args.positions)
     if not positions:
         sys.exit(f"material-vs-result: no game reaches ply {args.ply + 10} with both queens")
