@@ -245,7 +245,8 @@ def main():
     parser.add_argument("--nodes", type=int, default=1, help="search nodes per probe (1: the net)")
     parser.add_argument("--calibration", action="store_true",
                         help="each network's value by material on the decided games, beside their results")
-    parser.add_argument("--every", type=int, default=4, help="--calibration: plies between positions (4)")
+    parser.add_argument("--every", type=int, default=3,
+                        help="--calibration: plies between positions (3: both sides to move)")
     parser.add_argument("--mixchess", default=os.path.join(ROOT, "target/release/mixchess"))
     parser.add_argument("--mixzero", default=os.path.join(ROOT, "target/release/mixzero"))
     args = parser.parse_args()
