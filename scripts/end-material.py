@@ -45,8 +45,7 @@ def main():
         white = tags["White"] == ours
         fen = replayer.fens(sans)[-1]
         result = tags["Result"]
-        outcome = ("draw" if result == "1/2-1/2"
-                   else "win" if (result == "1-0") == white else "loss")
+        outcome = {1: "win", 0: "draw", -1: "loss"}[mvr.score(result, white)]
         groups[(outcome, tags["Termination"])].append(balance(fen, white))
     print("outcome  termination      games  mean  ahead>=3  behind>=3")
     for (outcome, termination), values in sorted(groups.items()):

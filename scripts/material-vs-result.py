@@ -25,6 +25,7 @@ Needs release builds of mixchess and mixzero (`cargo build --release`).
 import argparse
 import glob
 import json
+import math
 import os
 import re
 import subprocess
@@ -124,6 +125,13 @@ def games(run_dir, count):
     return found
 
 
+def score(result, white):
+    """A PGN result for White if `white`, else for Black: 1, 0 or -1."""
+    if result == "1/2-1/2":
+        return 0
+    return 1 if (result == "1-0") == white else -1
+
+
 def balance(fen):
     """Material for the side to move, in pawns."""
     board, side = fen.split()[:2]
@@ -157,7 +165,7 @@ def table(replayer, found):
     for result, _, sans in decided:
         for ply, fen in enumerate(replayer.fens(sans)[:-1]):
             white = fen.split()[1] == "w"
-            outcome = 1 if result == "1/2-1/2" else (0 if (result == "1-0") == white else 2)
+            outcome = 1 - score(result, white)  # the bucket's win, draw, loss column
             pawns = balance(fen)
             material = "<= -3" if pawns <= -3 else (">= +3" if pawns >= 3 else "within 3")
             phase = "plies 0-39" if ply < 40 else ("plies 40-79" if ply < 80 else "plies 80+")
@@ -177,9 +185,10 @@ def calibration(replayer, found, weights, mixzero, every):
         if termination in ("adjudication", ""):
             continue
         for fen in replayer.fens(sans)[20:-1:every]:
-            white = fen.split()[1] == "w"
-            score = 0 if result == "1/2-1/2" else (1 if (result == "1-0") == white else -1)
-            rows.append((max(-4, min(4, round(balance(fen) / 3))) * 3, score, fen))
+            pawns = balance(fen)
+            # 3-pawn steps, halves away from zero so that the steps are symmetric
+            steps = min(4, math.floor(abs(pawns) / 3 + 0.5))
+            rows.append((int(math.copysign(steps * 3, pawns)), score(result, fen.split()[1] == "w"), fen))
     if not rows:
         sys.exit("material-vs-result: no decided game is 21 plies long")
     columns = [values(mixzero, w, [fen for _, _, fen in rows], 1) for w in weights]
