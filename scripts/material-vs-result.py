@@ -125,6 +125,11 @@ def games(run_dir, count):
     return found
 
 
+def decided(found):
+    """The games of `found` that the rules ended (not the length cap)."""
+    return [g for g in found if g[1] not in ("adjudication", "")]
+
+
 def score(result, white):
     """A PGN result for White if `white`, else for Black: 1, 0 or -1."""
     if result == "1/2-1/2":
@@ -161,8 +166,8 @@ def without(fen, piece):
 
 def table(replayer, found):
     buckets = defaultdict(lambda: [0, 0, 0])
-    decided = [g for g in found if g[1] not in ("adjudication", "")]
-    for result, _, sans in decided:
+    ended = decided(found)
+    for result, _, sans in ended:
         for ply, fen in enumerate(replayer.fens(sans)[:-1]):
             white = fen.split()[1] == "w"
             outcome = 1 - score(result, white)  # the bucket's win, draw, loss column
@@ -170,7 +175,7 @@ def table(replayer, found):
             material = "<= -3" if pawns <= -3 else (">= +3" if pawns >= 3 else "within 3")
             phase = "plies 0-39" if ply < 40 else ("plies 40-79" if ply < 80 else "plies 80+")
             buckets[(phase, material)][outcome] += 1
-    print(f"{len(decided)} games decided by the rules, of the last {len(found)} from the start")
+    print(f"{len(ended)} games decided by the rules, of the last {len(found)} from the start")
     print(f"{'phase':12} {'material':9} {'positions':>9} {'W-L':>6} {'draws':>6}")
     for (phase, material), (w, d, l) in sorted(buckets.items()):
         n = w + d + l
@@ -181,9 +186,7 @@ def calibration(replayer, found, weights, mixzero, every):
     """Mean value of each network and mean result (side to move) by material
     on the decided games' positions, every `every` plies from ply 20."""
     rows = []
-    for result, termination, sans in found:
-        if termination in ("adjudication", ""):
-            continue
+    for result, _, sans in decided(found):
         for fen in replayer.fens(sans)[20:-1:every]:
             pawns = balance(fen)
             # 3-pawn steps, halves away from zero so that the steps are symmetric
@@ -263,6 +266,8 @@ def main():
         parser.error("--ply must be even (White to move)")
     if args.every < 1:
         parser.error("--every must be at least 1")
+    if args.calibration and not args.weights:
+        parser.error("--calibration needs --weights")
     for path in [args.mixchess] + ([args.mixzero] if args.weights else []):
         if not os.access(path, os.X_OK):
             parser.error(f"no binary at {path} (cargo build --release)")
