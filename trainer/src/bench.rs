@@ -692,6 +692,7 @@ fn random_games(count: usize, plies: usize, full_search_share: f64, seed: u64) -
                 moves,
                 outcome,
                 network: 0,
+                baseline: None,
             }
         })
         .collect()

@@ -433,6 +433,14 @@ mod tests {
             ),
             ("[selfplay]\nsparse_keep = [0.1]", "selfplay.sparse_keep"),
             (
+                "[selfplay]\nbaselines = [\"grandmaster\"]",
+                "selfplay.baselines",
+            ),
+            (
+                "[selfplay]\nbaseline_share = 0.5\nbaselines = []",
+                "selfplay.baselines",
+            ),
+            (
                 "[evaluation]\nbaselines = [\"grandmaster\"]",
                 "evaluation.baselines",
             ),

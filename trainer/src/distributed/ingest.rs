@@ -444,6 +444,7 @@ mod tests {
             }],
             outcome: Outcome::draw(Reason::Adjudication),
             network: 0,
+            baseline: None,
         }
     }
 

@@ -72,6 +72,7 @@ fn record(pgn: &PgnGame) -> Result<GameRecord, &'static str> {
         moves,
         outcome: result_reason(pgn, outcome),
         network: IMPORTED,
+        baseline: None,
     })
 }
 

@@ -14,7 +14,10 @@
 //! | body: the games | body length |
 //! | CRC32 of everything above | u32 |
 //!
-//! Each game: rules (0 full, 1 base), FEN length (u16) and FEN, winner
+//! Each game: rules and baseline (bit 0: 0 full rules, 1 base rules; bits
+//! 1-2: 0 the network played both sides, 1 a baseline played White, 2 it
+//! played Black), then for a baseline its spec's length (u8) and spec,
+//! FEN length (u16) and FEN, winner
 //! (0 draw, 1 White, 2 Black), reason ([`Reason`] in declaration order),
 //! network (u32), plies (u32), then per move: from, to, promotion (0 none,
 //! else kind index + 1), flags (bit 0: policy target, bit 1: sparse visits),
@@ -52,6 +55,27 @@ pub struct GameRecord {
     pub outcome: Outcome,
     /// Checkpoint number of the network that played.
     pub network: u32,
+    /// The baseline player that played one side instead, if one did.
+    pub baseline: Option<Baseline>,
+}
+
+/// A baseline player in a self-play game (`[selfplay] baseline_share`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Baseline {
+    pub side: Color,
+    /// Its spec: random, greedy or alphabeta:DEPTH.
+    pub spec: String,
+}
+
+impl GameRecord {
+    /// Whether the move at `ply` was the baseline's, not the network's.
+    pub fn by_baseline(&self, ply: usize) -> bool {
+        let mover = match ply % 2 {
+            0 => self.start.side_to_move(),
+            _ => !self.start.side_to_move(),
+        };
+        self.baseline.as_ref().is_some_and(|b| b.side == mover)
+    }
 }
 
 impl GameRecord {
@@ -185,6 +209,13 @@ pub fn decode_header(name: &Path, first: &[u8], size: u64) -> Result<ChunkHeader
 /// Replays `game`: every move legal, visits one per legal move with a
 /// positive total, search values in [-1, 1].
 fn validate(path: &Path, index: usize, game: &GameRecord) -> Result<(), DataError> {
+    if let Some(baseline) = &game.baseline {
+        engine::players::player_from_spec(&baseline.spec, 0).map_err(|e| DataError::Corrupt {
+            path: path.to_path_buf(),
+            game: index,
+            what: format!("baseline: {e}"),
+        })?;
+    }
     let mut pos = game.start;
     for (ply, record) in game.moves.iter().enumerate() {
         let invalid = |what: String| DataError::Invalid {
@@ -203,6 +234,9 @@ fn validate(path: &Path, index: usize, game: &GameRecord) -> Result<(), DataErro
             });
         }
         if !record.visits.is_empty() {
+            if game.by_baseline(ply) {
+                return Err(invalid("policy target on a baseline's move".into()));
+            }
             if record.visits.len() != legal.len() {
                 return Err(DataError::Visits {
                     path: path.to_path_buf(),
@@ -249,10 +283,26 @@ fn encode_chunk(games: &[GameRecord]) -> Vec<u8> {
 }
 
 fn encode_game(out: &mut Vec<u8>, game: &GameRecord) {
-    out.push(match game.start.rules() {
+    let rules = match game.start.rules() {
         Rules::Full => 0,
         Rules::Base => 1,
-    });
+    };
+    let side = match &game.baseline {
+        None => 0,
+        Some(Baseline {
+            side: Color::White, ..
+        }) => 1,
+        Some(Baseline {
+            side: Color::Black, ..
+        }) => 2,
+    };
+    out.push(rules | side << 1);
+    if let Some(baseline) = &game.baseline {
+        // validate() parsed the spec: a few bytes.
+        let len = u8::try_from(baseline.spec.len()).expect("a baseline spec fits u8");
+        out.push(len);
+        out.extend_from_slice(baseline.spec.as_bytes());
+    }
     let fen = game.start.fen();
     let fen_len = u16::try_from(fen.len()).expect("FEN fits u16");
     out.extend_from_slice(&fen_len.to_le_bytes());
@@ -451,10 +501,28 @@ fn decode_game(path: &Path, index: usize, r: &mut Reader) -> Result<GameRecord, 
         game: index,
         what: what.into(),
     };
-    let rules = match r.u8().map_err(corrupt)? {
+    let head = r.u8().map_err(corrupt)?;
+    let rules = match head & 1 {
         0 => Rules::Full,
-        1 => Rules::Base,
-        _ => return Err(corrupt("unknown rule set")),
+        _ => Rules::Base,
+    };
+    let side = match head >> 1 {
+        0 => None,
+        1 => Some(Color::White),
+        2 => Some(Color::Black),
+        _ => return Err(corrupt("unknown rule set or baseline side")),
+    };
+    let baseline = match side {
+        None => None,
+        Some(side) => {
+            let len = r.u8().map_err(corrupt)? as usize;
+            let spec = std::str::from_utf8(r.take(len).map_err(corrupt)?)
+                .map_err(|_| corrupt("baseline spec is not UTF-8"))?;
+            Some(Baseline {
+                side,
+                spec: spec.to_string(),
+            })
+        }
     };
     let fen_len = u16::from_le_bytes(r.array().map_err(corrupt)?) as usize;
     let fen = std::str::from_utf8(r.take(fen_len).map_err(corrupt)?)
@@ -485,6 +553,7 @@ fn decode_game(path: &Path, index: usize, r: &mut Reader) -> Result<GameRecord, 
         moves,
         outcome: Outcome { winner, reason },
         network,
+        baseline,
     })
 }
 
@@ -565,6 +634,7 @@ pub(crate) mod tests {
             }],
             outcome: Outcome::draw(Reason::Adjudication),
             network,
+            baseline: None,
         }
     }
 
@@ -616,6 +686,7 @@ pub(crate) mod tests {
             moves,
             outcome,
             network: rng.random(),
+            baseline: None,
         }
     }
 
@@ -632,14 +703,34 @@ pub(crate) mod tests {
     const OTHER_FEN: &str =
         "r1nbqkbn1r/pp1ppppppp/2n7/10/2p7/10/10/4N5/PPPPPPPPPP/RNNBQKB2R b KQkq - 3 5";
 
+    /// `game` with a baseline playing `side`: its moves lose their targets.
+    fn with_baseline(mut game: GameRecord, side: Color, spec: &str) -> GameRecord {
+        game.baseline = Some(Baseline {
+            side,
+            spec: spec.into(),
+        });
+        for ply in 0..game.moves.len() {
+            if game.by_baseline(ply) {
+                game.moves[ply].visits.clear();
+            }
+        }
+        game
+    }
+
     fn small_games(rng: &mut SmallRng) -> Vec<GameRecord> {
+        let start = Position::start();
         vec![
-            random_game(rng, Position::start(), 6, Outcome::draw(Reason::Threefold)),
+            random_game(rng, start, 6, Outcome::draw(Reason::Threefold)),
             random_game(
                 rng,
                 Position::from_fen(OTHER_FEN).unwrap(),
                 4,
                 Outcome::win(Color::Black, Reason::Adjudication),
+            ),
+            with_baseline(
+                random_game(rng, start, 3, Outcome::draw(Reason::Adjudication)),
+                Color::Black,
+                "alphabeta:1",
             ),
         ]
     }
@@ -664,6 +755,27 @@ pub(crate) mod tests {
             40,
             Outcome::draw(Reason::FiftyMove),
         ));
+        // Games against baselines, on either side and either rule set, from
+        // a start with either side to move.
+        let against = [
+            (Position::start(), Color::White, "alphabeta:1"),
+            (
+                Position::from_fen(OTHER_FEN).unwrap(),
+                Color::White,
+                "greedy",
+            ),
+            (
+                Position::start().with_rules(Rules::Base),
+                Color::Black,
+                "random",
+            ),
+        ];
+        for (start, side, spec) in against {
+            let game = random_game(&mut rng, start, 30, Outcome::win(side, Reason::Checkmate));
+            let game = with_baseline(game, side, spec);
+            assert!((0..30).any(|ply| game.by_baseline(ply)) && game.samples() > 0);
+            games.push(game);
+        }
         let bytes = encode_games(name, &games).unwrap();
         assert_eq!(decode_games(name, &bytes).unwrap(), games);
         let header = decode_header(name, &bytes[..HEADER_LEN], bytes.len() as u64).unwrap();
@@ -781,6 +893,21 @@ pub(crate) mod tests {
             encode_games(path, &[value]),
             Err(DataError::Invalid { ply: 2, .. })
         ));
+
+        // A baseline's move is no policy target, and its spec must parse.
+        let mut target = with_baseline(good.clone(), Color::Black, "greedy");
+        target.moves[1].visits = good.moves[1].visits.clone();
+        assert!(matches!(
+            encode_games(path, &[target]),
+            Err(DataError::Invalid { ply: 1, .. })
+        ));
+        let unknown = with_baseline(good, Color::White, "grandmaster");
+        let err = encode_games(path, &[unknown]).unwrap_err();
+        assert!(
+            matches!(err, DataError::Corrupt { game: 0, .. })
+                && err.to_string().contains("grandmaster"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,15 +12,17 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::Sender;
 use engine::mcts::{Search, SearchConfig};
+use engine::players::player_from_spec;
 use engine::{
     check, non_negative, within, Color, EvalError, Evaluator, Game, InvalidKey, Outcome, Position,
     Reason,
 };
 use rand::rngs::SmallRng;
+use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::selfplay::data::{GameRecord, MoveRecord};
+use crate::selfplay::data::{Baseline, GameRecord, MoveRecord};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -62,6 +64,14 @@ pub struct SelfPlayConfig {
     /// The range each side's keep chance for its non-king pieces is drawn
     /// from in a sparse start, `[low, high]`.
     pub sparse_keep: [f64; 2],
+    /// Share of games in which one side, drawn at random, is a fixed
+    /// baseline player instead of the network: its moves are no training
+    /// samples, but the network's positions learn the results of a game
+    /// against an opponent that takes what is hung...
+    pub baseline_share: f64,
+    /// ...drawn for each such game from these: random, greedy or
+    /// alphabeta:DEPTH.
+    pub baselines: Vec<String>,
     /// `[search] capture_prior` fades linearly to zero over this many
     /// training steps (0 = it stays): a crutch for a young network that a
     /// trained one should not lean on. It never shapes the root of a full
@@ -104,6 +114,16 @@ impl SelfPlayConfig {
             (0.0..=high).contains(&low) && high <= 1.0,
             "sparse_keep",
             || format!("[{low}, {high}] (expected 0 <= low <= high <= 1)"),
+        )?;
+        within("baseline_share", self.baseline_share, 0.0, 1.0)?;
+        for baseline in &self.baselines {
+            player_from_spec(baseline, 0)
+                .map_err(|e| InvalidKey::new("baselines", e.to_string()))?;
+        }
+        check(
+            self.baseline_share == 0.0 || !self.baselines.is_empty(),
+            "baselines",
+            || "empty, but baseline_share is above 0".into(),
         )?;
         within("resign_threshold", self.resign_threshold, -1.0, 1.0)?;
         check(self.resign_consecutive >= 1, "resign_consecutive", || {
@@ -211,6 +231,25 @@ pub fn play_game(
     } else {
         Position::start()
     };
+    // Likewise no draw at a share of 0.
+    let mut baseline = (config.baseline_share > 0.0 && rng.random_bool(config.baseline_share))
+        .then(|| {
+            let spec = config
+                .baselines
+                .choose(rng)
+                .expect("validate() keeps baselines non-empty when they are used");
+            let side = if rng.random_bool(0.5) {
+                Color::White
+            } else {
+                Color::Black
+            };
+            let player = player_from_spec(spec, rng.random()).expect("validate() checked it");
+            let record = Baseline {
+                side,
+                spec: spec.clone(),
+            };
+            (record, player)
+        });
     let mut game = Game::new(start);
     let mut search = Search::new(*search_config, &game);
     let mut moves = Vec::new();
@@ -236,6 +275,19 @@ pub fn play_game(
 
         if moves.len() == DIVERSITY_PLY {
             stats.key_at_ply10 = Some(pos.key());
+        }
+        if let Some((_, player)) = baseline.as_mut().filter(|(b, _)| b.side == us) {
+            // Not searched: no policy target, and no search value to learn.
+            let mv = player.choose(&game);
+            moves.push(MoveRecord {
+                mv,
+                visits: Vec::new(),
+                search_value: 0.0,
+            });
+            game.play_unchecked(mv);
+            search.advance(mv);
+            throughput.plies.fetch_add(1, Ordering::Relaxed);
+            continue;
         }
         let full = rng.random_bool(config.full_search_share);
         let before = search.evaluations();
@@ -300,6 +352,7 @@ pub fn play_game(
         moves,
         outcome,
         network,
+        baseline: baseline.map(|(record, _)| record),
     };
     Ok((record, stats))
 }
@@ -406,6 +459,8 @@ mod tests {
             temperature_plies: 10,
             sparse_start_share: 0.0,
             sparse_keep: [0.1, 0.7],
+            baseline_share: 0.0,
+            baselines: Vec::new(),
             capture_prior_anneal_steps: 0,
             resign_threshold: -0.95,
             resign_consecutive: 2,
@@ -470,6 +525,52 @@ mod tests {
             );
             assert!(throughput.nodes.load(Ordering::Relaxed) > 0);
         }
+    }
+
+    #[test]
+    fn a_baseline_plays_one_side_and_leaves_it_no_samples() {
+        let config = SelfPlayConfig {
+            baseline_share: 1.0,
+            baselines: vec!["greedy".into()],
+            full_search_share: 1.0,
+            ..config()
+        };
+        let mut sides = Vec::new();
+        for seed in 0..6 {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let (record, _) = play_game(
+                &config,
+                &SearchConfig::default(),
+                config.resign_threshold,
+                &UniformEvaluator,
+                0,
+                &Throughput::default(),
+                &mut rng,
+            )
+            .unwrap();
+            let baseline = record.baseline.clone().expect("a baseline at share 1");
+            assert_eq!(baseline.spec, "greedy");
+            let side = baseline.side;
+            sides.push(side);
+            let mut pos = record.start;
+            for (ply, m) in record.moves.iter().enumerate() {
+                let ours = pos.side_to_move() != side;
+                assert_eq!(record.by_baseline(ply), !ours);
+                // Every network move is searched fully here, and no baseline move is.
+                assert_eq!(m.visits.is_empty(), !ours);
+                let greedy = |mv| engine::players::material_balance(&pos.after(mv), side);
+                let legal = pos.legal_moves();
+                let wins = legal
+                    .iter()
+                    .any(|&mv| pos.after(mv).outcome_without_moves().is_some());
+                if !ours && !wins {
+                    let best = legal.iter().map(|&mv| greedy(mv)).max();
+                    assert_eq!(Some(greedy(m.mv)), best, "the baseline played greedily");
+                }
+                pos = pos.after(m.mv);
+            }
+        }
+        assert!(sides.contains(&Color::White) && sides.contains(&Color::Black));
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod replay;
 pub mod state;
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -116,7 +117,13 @@ struct SelfPlayTotals {
     /// Distinct positions at ply 10 among the games that got there.
     ply10_keys: std::collections::HashSet<u64>,
     reached_ply10: u64,
+    /// The network's points (1, 1/2, 0) in its latest games against a
+    /// baseline player: a strength curve for free while it trains.
+    baseline_points: VecDeque<f64>,
 }
+
+/// Games against baseline players that `selfplay/baseline_score` averages.
+const BASELINE_WINDOW: usize = 200;
 
 impl SelfPlayTotals {
     fn add(&mut self, finished: &Finished) {
@@ -148,6 +155,22 @@ impl SelfPlayTotals {
             self.ply10_keys.insert(key);
             self.reached_ply10 += 1;
         }
+        if let Some(baseline) = &finished.record.baseline {
+            if self.baseline_points.len() == BASELINE_WINDOW {
+                self.baseline_points.pop_front();
+            }
+            self.baseline_points.push_back(match outcome.winner {
+                None => 0.5,
+                Some(winner) if winner == baseline.side => 0.0,
+                Some(_) => 1.0,
+            });
+        }
+    }
+
+    /// The network's mean score in the window of games against baselines.
+    fn baseline_score(&self) -> Option<f64> {
+        let n = self.baseline_points.len();
+        (n > 0).then(|| self.baseline_points.iter().sum::<f64>() / n as f64)
     }
 }
 
@@ -580,10 +603,17 @@ impl OwnGames {
                 crate::selfplay::bootstrap::IMPORTED => "imported".to_string(),
                 n => format!("net {n}"),
             };
+            let [mut white, mut black] = [player.clone(), player];
+            if let Some(baseline) = &record.baseline {
+                match baseline.side {
+                    Color::White => white = baseline.spec.clone(),
+                    Color::Black => black = baseline.spec.clone(),
+                }
+            }
             let tags = [
                 ("Event", "mixzero self-play".to_string()),
-                ("White", player.clone()),
-                ("Black", player),
+                ("White", white),
+                ("Black", black),
             ];
             pgn.push_str(&write_pgn(&game, &tags));
             pgn.push('\n');
@@ -1021,6 +1051,9 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
                 ("replay/total_samples", replay.total_samples_ever() as f64),
             ];
             metrics.scalars(step, &rates);
+            if let Some(score) = tally.baseline_score() {
+                metrics.scalars(step, &[("selfplay/baseline_score", score)]);
+            }
             if let Some(input) = store_input.as_deref_mut() {
                 metrics.scalars(step, &input.scalars());
                 if progress.is_hidden() {

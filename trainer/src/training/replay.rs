@@ -121,7 +121,8 @@ pub struct TrainingSample {
     /// the opponent's frame (those the policy head gives its moves in the
     /// next position) with their probabilities: the next position's root
     /// visits when it was searched fully, else the reply played. Empty
-    /// after the game's last move, which has no reply.
+    /// after the game's last move, which has no reply, and before a
+    /// baseline player's reply, which is a heuristic's.
     pub reply: Vec<(usize, f32)>,
     /// Whether the batch encodes this sample mirrored left to right, its
     /// policy and reply targets with it.
@@ -375,6 +376,9 @@ fn reply_target(game: &GameRecord, ply: usize, pos: Position) -> Vec<(usize, f32
     let Some(reply) = game.moves.get(ply + 1) else {
         return Vec::new();
     };
+    if game.by_baseline(ply + 1) {
+        return Vec::new();
+    }
     let next = pos.after(game.moves[ply].mv);
     let them = next.side_to_move();
     let index = |mv| move_index(them, mv).expect("a legal move has a policy index");
@@ -835,6 +839,7 @@ mod tests {
             moves,
             outcome: Outcome::draw(Reason::Threefold),
             network: 0,
+            baseline: None,
         };
         let found: Vec<u8> = (0..9)
             .map(|ply| training_sample(&game, ply, 2, 1).repetitions)
@@ -987,6 +992,7 @@ mod tests {
             moves,
             outcome,
             network: 0,
+            baseline: None,
         }
     }
 
@@ -1236,6 +1242,15 @@ mod tests {
         assert!(uniform.iter().all(|&(_, p)| p == (1.0 / n as f64) as f32));
         // The last move has no reply.
         assert!(sample(3).reply.is_empty());
+        // With a baseline playing Black, Black's replies teach nothing.
+        let mut against = game.clone();
+        against.baseline = Some(crate::selfplay::data::Baseline {
+            side: Color::Black,
+            spec: "greedy".into(),
+        });
+        assert!(training_sample(&against, 0, 1, 1).reply.is_empty());
+        assert!(training_sample(&against, 2, 1, 1).reply.is_empty());
+        assert_eq!(training_sample(&against, 1, 1, 1).reply, expected);
 
         // A game stopped at the length cap teaches no moves left (nor value);
         // its replies were still played and teach the reply head.
