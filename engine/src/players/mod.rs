@@ -148,6 +148,14 @@ pub fn player_from_spec(spec: &str, seed: u64) -> Result<Box<dyn Player + Send>,
     }
 }
 
+/// Checks that every spec of the config key `key` builds a player.
+pub fn check_specs(key: &'static str, specs: &[String]) -> Result<(), crate::InvalidKey> {
+    for spec in specs {
+        player_from_spec(spec, 0).map_err(|e| crate::InvalidKey::new(key, e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// Plays one game from `start` until it is over, or adjudicates a draw after
 /// `max_plies` plies. A player that returns an illegal move loses by adjudication.
 pub fn play_game(

@@ -45,10 +45,7 @@ pub struct EvaluationConfig {
 
 impl EvaluationConfig {
     pub fn validate(&self) -> Result<(), InvalidKey> {
-        for baseline in &self.baselines {
-            engine::players::player_from_spec(baseline, 0)
-                .map_err(|e| InvalidKey::new("baselines", e.to_string()))?;
-        }
+        engine::players::check_specs("baselines", &self.baselines)?;
         check(
             self.ladder_every == 0 || (self.ladder_games >= 1 && !self.baselines.is_empty()),
             "ladder_games",

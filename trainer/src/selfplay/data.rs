@@ -68,20 +68,17 @@ pub struct Baseline {
 }
 
 impl GameRecord {
-    /// Whether the move at `ply` was the baseline's, not the network's.
-    pub fn by_baseline(&self, ply: usize) -> bool {
-        let mover = match ply % 2 {
-            0 => self.start.side_to_move(),
-            _ => !self.start.side_to_move(),
-        };
-        self.baseline.as_ref().is_some_and(|b| b.side == mover)
-    }
-}
-
-impl GameRecord {
     /// Moves with a policy target: the training samples of this game.
     pub fn samples(&self) -> usize {
         self.moves.iter().filter(|m| !m.visits.is_empty()).count()
+    }
+
+    /// Whether the move at `ply` was the baseline's, not the network's.
+    pub fn by_baseline(&self, ply: usize) -> bool {
+        let first = self.start.side_to_move();
+        self.baseline
+            .as_ref()
+            .is_some_and(|b| (b.side == first) == (ply % 2 == 0))
     }
 }
 
@@ -287,15 +284,10 @@ fn encode_game(out: &mut Vec<u8>, game: &GameRecord) {
         Rules::Full => 0,
         Rules::Base => 1,
     };
-    let side = match &game.baseline {
-        None => 0,
-        Some(Baseline {
-            side: Color::White, ..
-        }) => 1,
-        Some(Baseline {
-            side: Color::Black, ..
-        }) => 2,
-    };
+    let side = game
+        .baseline
+        .as_ref()
+        .map_or(0, |b| 1 + b.side.index() as u8);
     out.push(rules | side << 1);
     if let Some(baseline) = &game.baseline {
         // validate() parsed the spec: a few bytes.
@@ -506,23 +498,18 @@ fn decode_game(path: &Path, index: usize, r: &mut Reader) -> Result<GameRecord, 
         0 => Rules::Full,
         _ => Rules::Base,
     };
-    let side = match head >> 1 {
+    let baseline = match head >> 1 {
         0 => None,
-        1 => Some(Color::White),
-        2 => Some(Color::Black),
-        _ => return Err(corrupt("unknown rule set or baseline side")),
-    };
-    let baseline = match side {
-        None => None,
-        Some(side) => {
+        side @ 1..=2 => {
             let len = r.u8().map_err(corrupt)? as usize;
             let spec = std::str::from_utf8(r.take(len).map_err(corrupt)?)
                 .map_err(|_| corrupt("baseline spec is not UTF-8"))?;
             Some(Baseline {
-                side,
+                side: Color::ALL[side as usize - 1],
                 spec: spec.to_string(),
             })
         }
+        _ => return Err(corrupt("unknown rule set or baseline side")),
     };
     let fen_len = u16::from_le_bytes(r.array().map_err(corrupt)?) as usize;
     let fen = std::str::from_utf8(r.take(fen_len).map_err(corrupt)?)

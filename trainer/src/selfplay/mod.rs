@@ -116,10 +116,7 @@ impl SelfPlayConfig {
             || format!("[{low}, {high}] (expected 0 <= low <= high <= 1)"),
         )?;
         within("baseline_share", self.baseline_share, 0.0, 1.0)?;
-        for baseline in &self.baselines {
-            player_from_spec(baseline, 0)
-                .map_err(|e| InvalidKey::new("baselines", e.to_string()))?;
-        }
+        engine::players::check_specs("baselines", &self.baselines)?;
         check(
             self.baseline_share == 0.0 || !self.baselines.is_empty(),
             "baselines",

@@ -159,11 +159,8 @@ impl SelfPlayTotals {
             if self.baseline_points.len() == BASELINE_WINDOW {
                 self.baseline_points.pop_front();
             }
-            self.baseline_points.push_back(match outcome.winner {
-                None => 0.5,
-                Some(winner) if winner == baseline.side => 0.0,
-                Some(_) => 1.0,
-            });
+            self.baseline_points
+                .push_back(outcome.score(!baseline.side));
         }
     }
 
