@@ -9,6 +9,7 @@ use store::layout::parse_chunk_key;
 use store::Store;
 use trainer::run_dir::Checkpoints;
 use trainer::selfplay::data::{decode_games, GameRecord};
+use trainer::training::state::read_progress;
 
 fn tiny_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny.toml")
@@ -128,6 +129,15 @@ fn trains_resumes_and_keeps_everything() {
     );
     assert!(latest(&run) >= first_checkpoint);
     assert!(games_on_disk(&run) > first_games);
+    // The checkpoints count the seconds of training over both sessions,
+    // what `mixzero rate` plots against (the second is the shorter, so a
+    // count begun again at the resume would fall).
+    let checkpoints = Checkpoints::new(run.join("checkpoints"));
+    let seconds = |n| read_progress(&checkpoints, n).unwrap().seconds.unwrap();
+    if latest(&run) > first_checkpoint {
+        let (first, last) = (seconds(first_checkpoint), seconds(latest(&run)));
+        assert!(first > 0.0 && last > first, "{first} {last}");
+    }
     assert!(
         std::fs::read_dir(run.join("games/trainer"))
             .unwrap()

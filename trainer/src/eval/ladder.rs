@@ -19,6 +19,7 @@ use crate::eval::arena::{self, Budget, Entrant, MatchSpec, Openings, PlayerSpec,
 use crate::eval::rating::{MatchRecord, CHECKPOINT_PREFIX};
 use crate::metrics::open_jsonl;
 use crate::run_dir::Checkpoints;
+use crate::training::state::read_progress;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -245,9 +246,17 @@ impl MatchLog {
         format!("{CHECKPOINT_PREFIX}{checkpoint:06}")
     }
 
-    /// Hours from the run's first checkpoint to `checkpoint`, by the times
-    /// their files were written (resumed runs included).
+    /// Hours the run had trained when `checkpoint` was written, as its
+    /// counters record them. Runs begun before they did fall back on the
+    /// times the checkpoint files were written, which also count the pauses
+    /// between sessions and restart at a copy of the run directory.
     fn hours(&self, checkpoint: u32) -> Option<f64> {
+        let recorded = read_progress(&self.checkpoints, checkpoint)
+            .ok()
+            .and_then(|p| p.seconds);
+        if let Some(seconds) = recorded {
+            return Some(seconds / 3600.0);
+        }
         let written = |n| {
             std::fs::metadata(self.checkpoints.weights(n))
                 .and_then(|m| m.modified())
@@ -311,4 +320,35 @@ fn play(
         pgn_out: None,
     };
     arena::play_match(&spec, cancel, |_| {})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::state::tiny_state;
+
+    #[test]
+    fn hours_are_the_recorded_training_time_else_the_file_times() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoints = Checkpoints::new(dir.path());
+        let mut state = tiny_state();
+        state.save_checkpoint(&checkpoints).unwrap();
+        // Written a moment after checkpoint 0, as a copied run directory's
+        // files all are, yet an hour and a half of training later.
+        state.progress.checkpoint = 1;
+        state.progress.seconds = Some(5400.0);
+        state.save_checkpoint(&checkpoints).unwrap();
+        let log = MatchLog {
+            path: dir.path().join("matches.jsonl"),
+            checkpoints: checkpoints.clone(),
+        };
+        assert_eq!(log.hours(0), Some(0.0));
+        assert_eq!(log.hours(1), Some(1.5));
+        // A checkpoint of a run begun before the seconds were recorded.
+        state.progress.checkpoint = 2;
+        state.progress.seconds = None;
+        state.save_checkpoint(&checkpoints).unwrap();
+        let by_file_times = log.hours(2).unwrap();
+        assert!((0.0..0.1).contains(&by_file_times), "{by_file_times}");
+    }
 }

@@ -816,16 +816,17 @@ fn training_loop(ctx: TrainLoop<'_>) -> Result<()> {
     };
     let mut rng = SmallRng::seed_from_u64(seed.rotate_left(17));
     let started = Instant::now();
-    let (start_step, games_at_start) = {
+    let (start_step, games_at_start, seconds_at_start) = {
         let s = state.lock().expect("train state");
-        (s.progress.step, s.progress.games)
+        (s.progress.step, s.progress.games, s.progress.seconds)
     };
     let targets = config.training.targets();
     // A checkpoint of the run so far; with gating, self-play keeps its net.
     let save = |replay: &ReplayBuffer, games: u64| {
         let network = (!gating).then_some(network);
+        let seconds = seconds_at_start.map(|s| s + started.elapsed().as_secs_f64());
         checkpoint(
-            client, trainer, state, dirs, replay, games, network, sharing,
+            client, trainer, state, dirs, replay, games, seconds, network, sharing,
         )
     };
     // The step in flight, and the steps this session has finished (the train
@@ -1199,7 +1200,8 @@ fn promote(
     Ok(())
 }
 
-/// Saves a checkpoint where training runs and, given the self-play
+/// Saves a checkpoint, with the run's games and seconds of training so
+/// far, where training runs and, given the self-play
 /// `network` to replace (no gating), copies it into every replica: each
 /// pauses for one device-to-device copy of the weights, between batches;
 /// with `sharing`, it is published to the workers too.
@@ -1211,6 +1213,7 @@ fn checkpoint(
     dirs: &RunDir,
     replay: &ReplayBuffer,
     games: u64,
+    seconds: Option<f64>,
     network: Option<&AtomicU32>,
     sharing: Option<&Sharing<'_>>,
 ) -> Result<u32> {
@@ -1222,6 +1225,7 @@ fn checkpoint(
         s.progress.checkpoint += 1;
         s.progress.samples_seen = samples;
         s.progress.games = games;
+        s.progress.seconds = seconds;
         s.save_checkpoint(&checkpoints)?;
         Ok((s.progress.checkpoint, s.progress.step))
     })??;

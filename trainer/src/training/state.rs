@@ -224,6 +224,11 @@ pub struct TrainProgress {
     /// Policy-target samples self-play had produced when this checkpoint was written.
     pub samples_seen: u64,
     pub games: u64,
+    /// Seconds the run had trained, over all its sessions, when this
+    /// checkpoint was written: what `mixzero rate` plots Elo against.
+    /// `None` in runs begun before it was recorded.
+    #[serde(default)]
+    pub seconds: Option<f64>,
 }
 
 /// The net being trained and its optimizer state.
@@ -256,7 +261,10 @@ impl TrainState {
             params,
             compute: None,
             net,
-            progress: TrainProgress::default(),
+            progress: TrainProgress {
+                seconds: Some(0.0),
+                ..TrainProgress::default()
+            },
         }
     }
 
@@ -609,13 +617,7 @@ impl TrainState {
             .with_context(|| format!("reading {}", state_path.display()))?;
         let what = || format!("optimizer state {}", state_path.display());
         let tensors = SafeTensors::deserialize(&bytes).with_context(what)?;
-        let (_, meta) = SafeTensors::read_metadata(&bytes).with_context(what)?;
-        let progress = meta
-            .metadata()
-            .as_ref()
-            .and_then(|m| m.get("progress"))
-            .with_context(|| format!("{}: no progress metadata", what()))?;
-        state.progress = serde_json::from_str(progress).with_context(what)?;
+        state.progress = progress_of(&bytes).with_context(what)?;
         for (i, (name, param)) in state.params.iter().enumerate() {
             for (prefix, slot) in [
                 ("m1", &mut state.first_moments[i]),
@@ -645,6 +647,34 @@ impl TrainState {
         }
         Ok(state)
     }
+}
+
+/// The counters saved with checkpoint `n`, without loading its tensors.
+pub fn read_progress(checkpoints: &Checkpoints, n: u32) -> Result<TrainProgress> {
+    let path = checkpoints.state(n);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    progress_of(&bytes).with_context(|| format!("optimizer state {}", path.display()))
+}
+
+/// The counters in an optimizer state file's metadata.
+fn progress_of(state_file: &[u8]) -> Result<TrainProgress> {
+    let (_, meta) = SafeTensors::read_metadata(state_file)?;
+    let progress = meta
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("progress"))
+        .context("no progress metadata")?;
+    Ok(serde_json::from_str(progress)?)
+}
+
+/// A new run's state of a one-block net, for tests of checkpoint files.
+#[cfg(test)]
+pub(crate) fn tiny_state() -> TrainState {
+    let arch = Architecture {
+        net: models::net::NetConfig::new(1, 8),
+        encoder: models::encoding::EncoderConfig::default(),
+    };
+    TrainState::new(Net::new(arch, Device::Cpu))
 }
 
 #[cfg(test)]
@@ -770,6 +800,29 @@ mod tests {
         };
         let stats = state.step(&batch, &off);
         assert_eq!((stats.moves_left_loss, stats.reply_loss), (0.0, 0.0));
+    }
+
+    #[test]
+    fn counters_survive_a_checkpoint_and_older_ones_load_without_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let checkpoints = Checkpoints::new(dir.path());
+        let mut state = tiny_state();
+        assert_eq!(state.progress.seconds, Some(0.0));
+        state.progress = TrainProgress {
+            checkpoint: 3,
+            step: 40,
+            samples_seen: 500,
+            games: 7,
+            seconds: Some(1800.5),
+        };
+        state.save_checkpoint(&checkpoints).unwrap();
+        let loaded = TrainState::load_checkpoint(&checkpoints, 3, Device::Cpu).unwrap();
+        assert_eq!(loaded.progress, state.progress);
+        assert_eq!(read_progress(&checkpoints, 3).unwrap(), state.progress);
+        let older: TrainProgress =
+            serde_json::from_str(r#"{"checkpoint":3,"step":40,"samples_seen":500,"games":7}"#)
+                .unwrap();
+        assert_eq!(older.seconds, None);
     }
 
     #[test]
