@@ -196,6 +196,45 @@ fn a_network_player_finishes_its_games() {
 }
 
 #[test]
+fn precision_picks_the_networks_number_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = dir.path().join("net.safetensors");
+    save_random_net(&weights);
+    let spec = format!("{}:playouts=4", weights.display());
+    for (precision, kind) in [("fp32", "precision=Float"), ("bf16", "precision=BFloat16")] {
+        let output = arena(&[
+            "--player",
+            &spec,
+            "--player",
+            "random",
+            "--games",
+            "2",
+            "--max-plies",
+            "20",
+            "--precision",
+            precision,
+            "--json",
+        ]);
+        let summary = last_json(&output);
+        assert_eq!(total(&summary), 2);
+        assert_eq!(summary["eval_failures"], 0);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(kind), "{precision}: {stderr}");
+    }
+    let output = arena(&[
+        "--player",
+        &spec,
+        "--player",
+        "random",
+        "--precision",
+        "fp8",
+    ]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("invalid value 'fp8'"), "{stderr}");
+}
+
+#[test]
 fn bad_specs_fail_with_a_message() {
     let dir = tempfile::tempdir().unwrap();
     let weights = dir.path().join("net.safetensors");

@@ -41,6 +41,10 @@ pub struct ArenaArgs {
     /// cores shared among the networks).
     #[arg(long)]
     threads: Option<usize>,
+    /// Number format of the networks' inference: auto is bf16 on a GPU and
+    /// on a CPU with AMX tiles, fp32 elsewhere.
+    #[arg(long, value_enum, default_value = "auto")]
+    precision: super::PrecisionArg,
     /// Seed of the openings and of the baseline players.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -90,6 +94,7 @@ impl ArenaArgs {
             games: self.games,
             concurrency,
             threads: self.threads,
+            precision: self.precision.into(),
             seed: self.seed,
             max_plies: self.max_plies,
             openings: match self.openings {
@@ -111,7 +116,9 @@ pub fn run(args: ArenaArgs) -> Result<()> {
             allow_remote: args.allow_remote,
         })?;
     }
-    tracing::info!(device = ?models::device(), "arena");
+    let device = models::device();
+    let precision = models::Precision::from(args.precision).kind(device);
+    tracing::info!(?device, ?precision, "arena");
     let summary = play_match(&args.to_spec()?, &AtomicBool::new(false), |line| {
         if args.json {
             eprintln!("{line}");

@@ -73,6 +73,8 @@ pub struct MatchSpec {
     /// libtorch threads of each network's inference thread (default: the
     /// cores shared among the networks).
     pub threads: Option<usize>,
+    /// Number format of the networks' inference.
+    pub precision: models::Precision,
     /// Seed of the openings and of the baseline players.
     pub seed: u64,
     /// Plies, opening included, after which a game is adjudicated a draw.
@@ -699,7 +701,7 @@ pub fn play_match(
                 max_wait_us: MAX_WAIT_US,
                 threads: spec.threads.unwrap_or((cores / networks.len()).max(1)),
                 replicas: 1,
-                precision: models::Precision::Auto,
+                precision: spec.precision,
             },
         );
         servers.insert(weights.clone(), (server, history));
@@ -1077,6 +1079,7 @@ mod tests {
             games: 4,
             concurrency: 2,
             threads: None,
+            precision: models::Precision::Auto,
             seed: 1,
             max_plies: 20,
             openings: Openings::Book,

@@ -313,6 +313,7 @@ fn play(
         concurrency: config.concurrency,
         // One libtorch thread: a second OpenMP team would stall self-play's.
         threads: Some(1),
+        precision: models::Precision::Auto,
         seed,
         max_plies: config.max_plies,
         openings: Openings::Book,
