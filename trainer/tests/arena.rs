@@ -202,14 +202,21 @@ fn precision_picks_the_networks_number_format() {
     save_random_net(&weights);
     let spec = format!("{}:playouts=4", weights.display());
     for (precision, kind) in [("fp32", "precision=Float"), ("bf16", "precision=BFloat16")] {
+        let args = [
+            "--player",
+            &spec,
+            "--player",
+            "random",
+            "--games",
+            "2",
+            "--max-plies",
+            "20",
+            "--json",
+            "--precision",
+            precision,
+        ];
         // At the info level, where the `arena` line names the format.
-        let output = Command::new(env!("CARGO_BIN_EXE_mixzero"))
-            .args(["arena", "--player", &spec, "--player", "random"])
-            .args(["--games", "2", "--max-plies", "20", "--json"])
-            .args(["--precision", precision])
-            .env("RUST_LOG", "info")
-            .output()
-            .expect("running mixzero");
+        let output = common::mixzero_logging("arena", &args, "info");
         let summary = last_json(&output);
         assert_eq!(total(&summary), 2);
         assert_eq!(summary["eval_failures"], 0);

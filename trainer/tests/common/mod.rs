@@ -4,10 +4,15 @@ use std::process::{Command, Output};
 
 /// Runs `mixzero SUBCOMMAND ARGS` to the end, its log at warnings only.
 pub fn mixzero(subcommand: &str, args: &[&str]) -> Output {
+    mixzero_logging(subcommand, args, "warn")
+}
+
+/// Runs `mixzero SUBCOMMAND ARGS` to the end, its log at `level`.
+pub fn mixzero_logging(subcommand: &str, args: &[&str], level: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mixzero"))
         .arg(subcommand)
         .args(args)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", level)
         .output()
         .expect("running mixzero")
 }
